@@ -1,0 +1,29 @@
+"""Provider settings from Airflow's configuration (``[reverse_etl]`` section, or the matching
+``AIRFLOW__REVERSE_ETL__*`` environment variables)."""
+
+from __future__ import annotations
+
+import os
+
+
+def _get(option: str) -> str | None:
+    from airflow.configuration import conf
+
+    return conf.get("reverse_etl", option, fallback=None) or None
+
+
+def warehouse_uri(explicit: str | None = None) -> str:
+    """The warehouse root: the operator's own setting, else ``[reverse_etl] warehouse``, else
+    ``$AIRFLOW_HOME/reverse_etl_warehouse``."""
+    if explicit:
+        return explicit.rstrip("/")
+    configured = _get("warehouse")
+    if configured:
+        return configured.rstrip("/")
+    from airflow.configuration import AIRFLOW_HOME
+
+    return os.path.join(AIRFLOW_HOME, "reverse_etl_warehouse")
+
+
+def jars_dir() -> str | None:
+    return _get("jars_dir")

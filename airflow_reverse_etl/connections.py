@@ -1,0 +1,55 @@
+"""Turning Airflow connections into job-spec settings plus secrets.
+
+The public parts of a connection (host, port, login, schema, extras) go into the spec; the password
+goes into an environment variable of the spark-submit process, and the spec only names that variable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+JDBC_SCHEMES = {"postgres": ("postgresql", "org.postgresql.Driver"), "mysql": ("mysql", "com.mysql.cj.jdbc.Driver")}
+
+
+def _connection(conn_id: str):
+    from airflow.sdk import BaseHook
+
+    return BaseHook.get_connection(conn_id)
+
+
+def secret_env(role: str) -> str:
+    return f"ARETL_SECRET_{role.upper()}_PASSWORD"
+
+
+def jdbc_source(conn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """JDBC source settings from a postgres/mysql connection (or a ``jdbc`` connection whose host is
+    the full JDBC URL)."""
+    conn = _connection(conn_id)
+    extra = conn.extra_dejson
+    if conn.conn_type == "jdbc" or (conn.host or "").startswith("jdbc:"):
+        url, driver = conn.host, extra.get("driver_class")
+    elif conn.conn_type in JDBC_SCHEMES:
+        scheme, driver = JDBC_SCHEMES[conn.conn_type]
+        port = f":{conn.port}" if conn.port else ""
+        url = f"jdbc:{scheme}://{conn.host}{port}/{conn.schema or ''}"
+    else:
+        raise ValueError(f"Connection {conn_id!r} of type {conn.conn_type!r} cannot be used as a JDBC source")
+    settings: dict[str, Any] = {"url": url, "user": conn.login, "driver": driver}
+    secrets = {}
+    if conn.password:
+        settings["password_env"] = secret_env("source")
+        secrets[settings["password_env"]] = conn.password
+    return settings, secrets
+
+
+def destination_settings(conn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A destination's ``connection`` block (public fields) and its password as a secret."""
+    conn = _connection(conn_id)
+    public = {"conn_type": conn.conn_type, "host": conn.host, "port": conn.port, "login": conn.login,
+              "schema": conn.schema, "extra": conn.extra_dejson}
+    secrets = {}
+    secrets_env = {}
+    if conn.password:
+        secrets_env["password"] = secret_env("destination")
+        secrets[secrets_env["password"]] = conn.password
+    return {"connection": public, "secrets_env": secrets_env}, secrets

@@ -1,0 +1,188 @@
+"""Run a :mod:`spark_jobs` job through spark-submit and return its JSON result.
+
+The hook writes the job spec to ``<warehouse>/_system/jobs/<id>/spec.json``, submits
+``spark_jobs/entry.py`` with the stock :class:`SparkSubmitHook` (the Spark-side package shipped with
+``--py-files``, the Delta jars with ``--jars`` or ``spark.jars.packages``) and reads ``result.json``
+back. Spec and result live in the warehouse rather than on stdout so that a driver running anywhere
+(client mode on this worker, or a cluster) can hand its result back.
+
+Two deliberate departures from the stock hook:
+
+* With no ``spark_default`` connection, jobs run on ``local[*]`` in the worker and the log says so;
+  the stock hook silently falls back to YARN.
+* Secrets are handed to the spark-submit process in its environment only. The stock hook's
+  ``env_vars`` turn into ``--conf spark.yarn.appMasterEnv.X=<value>`` on YARN/Kubernetes, which puts
+  them in argv; this hook never uses ``env_vars``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import uuid
+import zipfile
+from datetime import datetime, timezone
+from functools import cache
+from typing import Any
+
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
+
+from airflow_reverse_etl import config
+from spark_jobs.session import DELTA_CONF, DELTA_PACKAGE  # constants only: no pyspark import
+
+
+class JobFailed(AirflowException):
+    """The Spark job ran and reported a failure; the message is the job's own explanation."""
+
+
+class _LocalDefaultSparkSubmitHook(SparkSubmitHook):
+    """SparkSubmitHook that runs on ``local[*]`` when its connection does not exist."""
+
+    def _resolve_connection(self) -> dict[str, Any]:
+        try:
+            BaseHook.get_connection(self._conn_id)
+        except AirflowNotFoundException:
+            self.log.info(
+                "No Airflow connection %r: running the Spark job on local[*] in this worker. "
+                "Create a 'spark' connection named %r to run on a cluster.", self._conn_id, self._conn_id,
+            )
+            return {
+                "master": "local[*]", "queue": None, "deploy_mode": None,
+                "spark_binary": self.spark_binary or "spark-submit", "namespace": None,
+                "principal": self._principal, "keytab": self._keytab,
+                "rest_scheme": "http", "rest_port": 6066, "rest_endpoint": None,
+            }
+        return super()._resolve_connection()
+
+
+@cache
+def spark_jobs_archive() -> str:
+    """Zip the installed ``spark_jobs`` package for ``--py-files`` (cached per content hash), so
+    executors anywhere import the same modules as the driver."""
+    import spark_jobs
+
+    package_dir = os.path.dirname(spark_jobs.__file__)
+    files = sorted(
+        os.path.join(root, name)
+        for root, _, names in os.walk(package_dir)
+        for name in names
+        if name.endswith(".py")
+    )
+    digest = hashlib.sha1()
+    for path in files:
+        digest.update(path[len(package_dir):].encode())
+        with open(path, "rb") as handle:
+            digest.update(handle.read())
+    target = os.path.join(tempfile.gettempdir(), f"aretl-spark_jobs-{digest.hexdigest()[:12]}.zip")
+    if not os.path.exists(target):
+        partial = f"{target}.{uuid.uuid4().hex}"
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in files:
+                archive.write(path, os.path.join("spark_jobs", os.path.relpath(path, package_dir)))
+        os.replace(partial, target)
+    return target
+
+
+def entry_script() -> str:
+    import spark_jobs
+
+    return os.path.join(os.path.dirname(spark_jobs.__file__), "entry.py")
+
+
+class SparkJobHook(BaseHook):
+    """Submit a reverse-ETL Spark job and return its result.
+
+    :param conn_id: the Spark connection (``spark_default``); absent means ``local[*]``.
+    :param warehouse: warehouse root; default from ``[reverse_etl] warehouse``.
+    :param spark_conf: extra ``--conf`` settings (never secrets: they end up in argv).
+    """
+
+    conn_name_attr = "conn_id"
+    default_conn_name = "spark_default"
+    conn_type = "spark"
+    hook_name = "Reverse ETL Spark job"
+
+    def __init__(self, conn_id: str = default_conn_name, warehouse: str | None = None,
+                 spark_conf: dict[str, Any] | None = None, **submit_kwargs: Any) -> None:
+        super().__init__()
+        self.conn_id = conn_id
+        self.warehouse = config.warehouse_uri(warehouse)
+        self.spark_conf = dict(spark_conf or {})
+        self.submit_kwargs = submit_kwargs
+        self._submit_hook: SparkSubmitHook | None = None
+
+    def _jars_and_conf(self) -> tuple[str | None, dict[str, Any]]:
+        conf = {**DELTA_CONF, **self.spark_conf}
+        jars_dir = config.jars_dir()
+        if jars_dir:
+            from glob import glob
+
+            jars = sorted(glob(os.path.join(jars_dir, "*.jar")))
+            if not jars:
+                raise AirflowException(f"[reverse_etl] jars_dir={jars_dir!r} has no jars: run scripts/fetch_jars.sh")
+            return ",".join(jars), conf
+        conf.setdefault("spark.jars.packages", DELTA_PACKAGE)
+        return None, conf
+
+    def _job_dir(self, job: str) -> str:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        return f"{self.warehouse}/_system/jobs/{stamp}-{job}-{uuid.uuid4().hex[:8]}"
+
+    def run_job(self, job: str, spec: dict[str, Any], secrets: dict[str, str] | None = None,
+                name: str | None = None) -> dict[str, Any]:
+        """Submit ``job`` with ``spec``; ``secrets`` (env var -> value) reach the Spark process only
+        through its environment. Raise :class:`JobFailed` with the job's message if it failed."""
+        import fsspec
+
+        spec = {**spec, "job": job, "warehouse": spec.get("warehouse") or self.warehouse}
+        job_dir = self._job_dir(job)
+        spec_uri, result_uri = f"{job_dir}/spec.json", f"{job_dir}/result.json"
+        fs, _ = fsspec.core.url_to_fs(job_dir)
+        fs.makedirs(job_dir, exist_ok=True)
+        with fsspec.open(spec_uri, "w") as handle:
+            json.dump(spec, handle, indent=2, default=str)
+
+        jars, conf = self._jars_and_conf()
+        self._submit_hook = _LocalDefaultSparkSubmitHook(
+            conf=conf, conn_id=self.conn_id, py_files=spark_jobs_archive(), jars=jars,
+            name=name or f"airflow-reverse-etl-{job}",
+            application_args=["--spec", spec_uri, "--result", result_uri], **self.submit_kwargs,
+        )
+        env = os.environ.copy()
+        python_bin = os.path.dirname(sys.executable)
+        env["PATH"] = python_bin + os.pathsep + env.get("PATH", "")
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        env.update(secrets or {})
+        submit_error: AirflowException | None = None
+        try:
+            self._submit_hook.submit(application=entry_script(), env=env)
+        except AirflowException as exc:
+            submit_error = exc
+        result = self._read_result(result_uri)
+        if result is None:
+            raise AirflowException(f"Spark job {job} wrote no result to {result_uri}") from submit_error
+        if result.get("status") != "success":
+            error = result.get("error") or {}
+            raise JobFailed(f"{job} job failed: {error.get('type')}: {error.get('message')}"
+                            + (f"\n{error['traceback']}" if error.get("traceback") else ""))
+        result["job_dir"] = job_dir
+        return result
+
+    @staticmethod
+    def _read_result(uri: str) -> dict[str, Any] | None:
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(uri)
+        if not fs.exists(path):
+            return None
+        with fs.open(path, "r") as handle:
+            return json.load(handle)
+
+    def on_kill(self) -> None:
+        if self._submit_hook is not None:
+            self._submit_hook.on_kill()

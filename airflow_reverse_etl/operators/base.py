@@ -1,0 +1,64 @@
+"""What every reverse-ETL operator shares: submitting its Spark job and returning the job result.
+
+Subclasses say which job they run and build its spec in :meth:`build_spec`; this base adds the run's
+identity (run id, logical date, dag/task), submits through :class:`SparkJobHook` in ``execute()``
+(never in ``__init__``), logs a one-line summary and returns the result as the task's XCom.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+from airflow.sdk import BaseOperator
+
+from airflow_reverse_etl.hooks.spark_job import SparkJobHook
+
+
+def logical_date_of(context) -> str:
+    """The run's logical date as ISO text; runs without one (manual, asset-triggered) use run_after."""
+    logical_date = context.get("logical_date") or context["dag_run"].run_after
+    return logical_date.isoformat()
+
+
+class ReverseEtlJobOperator(BaseOperator):
+    """Base of the operators that run a :mod:`spark_jobs` job.
+
+    :param spark_conn_id: Spark connection; without it jobs run on ``local[*]``.
+    :param warehouse: warehouse root (default ``[reverse_etl] warehouse``).
+    :param spark_conf: extra Spark settings for this job.
+    """
+
+    job: ClassVar[str]
+    template_fields: Sequence[str] = ("warehouse", "spark_conf")
+    ui_color = "#e8f4fd"
+
+    def __init__(self, *, spark_conn_id: str = "spark_default", warehouse: str | None = None,
+                 spark_conf: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spark_conn_id = spark_conn_id
+        self.warehouse = warehouse
+        self.spark_conf = spark_conf
+        self._hook: SparkJobHook | None = None
+
+    def build_spec(self, context) -> tuple[dict[str, Any], dict[str, str]]:
+        """Return (job spec, secrets as {env var: value})."""
+        raise NotImplementedError
+
+    def summarize(self, result: dict[str, Any]) -> str:
+        return f"{self.job} done"
+
+    def execute(self, context) -> dict[str, Any]:
+        spec, secrets = self.build_spec(context)
+        spec.setdefault("run_id", context["run_id"])
+        spec.setdefault("logical_date", logical_date_of(context))
+        spec.setdefault("dag_id", self.dag_id)
+        spec.setdefault("task_id", self.task_id)
+        self._hook = SparkJobHook(conn_id=self.spark_conn_id, warehouse=self.warehouse, spark_conf=self.spark_conf)
+        result = self._hook.run_job(self.job, spec, secrets=secrets,
+                                    name=f"{self.dag_id}.{self.task_id}")
+        self.log.info("%s (%.1fs in Spark)", self.summarize(result), result.get("duration_s", 0))
+        return result
+
+    def on_kill(self) -> None:
+        if self._hook is not None:
+            self._hook.on_kill()

@@ -1,0 +1,55 @@
+"""SnapshotOperator: record a source as one new Delta version of ``snapshots/<name>``."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from airflow_reverse_etl.connections import jdbc_source
+from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
+
+
+class SnapshotOperator(ReverseEtlJobOperator):
+    """Read a source with Spark and record it as exactly one Delta version of a snapshot table.
+
+    The commit carries the run's logical date and run id. Re-running a logical date that is already
+    recorded returns that version without a second one; a date older than the newest recorded one is
+    refused. A null or duplicate primary key fails the task, naming example keys, and writes nothing.
+
+    :param name: snapshot name; the table is ``<warehouse>/snapshots/<name>``.
+    :param source: ``{"format": "jdbc"|"delta"|"parquet"|"csv", ...}`` (see ``spark_jobs.sources``);
+        for JDBC give ``table`` or ``query`` and ``source_conn_id``.
+    :param primary_key: key column(s).
+    :param source_conn_id: Airflow connection of a JDBC source (postgres, mysql or jdbc).
+    :param allow_schema_evolution: add new source columns / null out dropped ones instead of failing.
+
+    Returns (XCom) ``{table, uri, version, logical_date, run_id, rows, inserted, updated, deleted,
+    primary_key, reused, inputs, outputs}``.
+    """
+
+    job = "snapshot"
+    template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "name", "source", "primary_key")
+    template_fields_renderers = {"source": "json"}
+
+    def __init__(self, *, name: str, source: dict[str, Any], primary_key: str | list[str],
+                 source_conn_id: str | None = None, allow_schema_evolution: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.name = name
+        self.source = source
+        self.primary_key = primary_key
+        self.source_conn_id = source_conn_id
+        self.allow_schema_evolution = allow_schema_evolution
+
+    def build_spec(self, context):
+        source = dict(self.source)
+        secrets: dict[str, str] = {}
+        if self.source_conn_id:
+            settings, secrets = jdbc_source(self.source_conn_id)
+            source = {"format": "jdbc", **settings, **source}
+        key = [self.primary_key] if isinstance(self.primary_key, str) else list(self.primary_key)
+        return {"name": self.name, "source": source, "primary_key": key,
+                "allow_schema_evolution": self.allow_schema_evolution}, secrets
+
+    def summarize(self, result):
+        verb = "reused" if result.get("reused") else "wrote"
+        return (f"snapshot {result['table']} {verb} version {result['version']} for {result['logical_date']}: "
+                f"{result.get('rows')} rows, +{result['inserted']} ~{result['updated']} -{result['deleted']}")

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Everything a fresh machine needs before the demo or the tests: a virtual environment with the
+# package installed (editable) and the Spark runtime jars. Idempotent and quick when already done.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+venv="$repo/.venv"
+python_bin=${PYTHON_BIN:-python3}
+
+if [ ! -x "$venv/bin/python" ]; then
+  echo "bootstrap: creating $venv"
+  "$python_bin" -m venv "$venv"
+  "$venv/bin/pip" install -q --upgrade pip
+fi
+stamp="$venv/.installed-from"
+want=$(cat "$repo/setup.cfg" "$repo/pyproject.toml" | sha1sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "bootstrap: installing airflow-reverse-etl and its dependencies (first run takes a few minutes)"
+  "$venv/bin/pip" install -q -e "$repo[test]"
+  echo "$want" > "$stamp"
+fi
+PYTHON="$venv/bin/python" "$repo/scripts/fetch_jars.sh"

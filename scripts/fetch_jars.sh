@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Resolve the Spark runtime jars (Delta Lake + JDBC drivers, jars/pom.xml) with the machine's own Maven
+# into .cache/jars, keeping only what pyspark does not already ship (Hadoop, Jackson, Parquet and Scala
+# come with pyspark; a second copy on the classpath breaks Spark). Idempotent: a stamp file records the
+# pom it was resolved from.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+python=${PYTHON:-"$repo/.venv/bin/python"}
+out="$repo/.cache/jars"
+stamp="$out/.resolved-from"
+pom="$repo/jars/pom.xml"
+
+want=$(sha1sum "$pom" | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0
+fi
+command -v mvn >/dev/null || { echo "fetch_jars: Maven (mvn) is required to fetch the Delta jars" >&2; exit 1; }
+pyspark_jars=$("$python" -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+
+staging=$(mktemp -d)
+trap 'rm -rf "$staging"' EXIT
+echo "fetch_jars: resolving $(grep -c '<dependency>' "$pom") artifacts and their dependencies with mvn"
+mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$staging" -DincludeScope=runtime
+
+rm -rf "$out" && mkdir -p "$out"
+for jar in "$staging"/*.jar; do
+  artifact=$(basename "$jar" .jar | sed -E 's/-[0-9][0-9.]*(-[0-9]+)?$//')
+  if ! compgen -G "$pyspark_jars/${artifact}-[0-9]*.jar" >/dev/null; then
+    cp "$jar" "$out/"
+  fi
+done
+echo "$want" > "$stamp"
+echo "fetch_jars: $(ls "$out"/*.jar | wc -l) jars in $out"

@@ -1,0 +1,162 @@
+"""Diff job: the net change set of a table between a consumer's committed version and a target version.
+
+Changes come from the table's Change Data Feed over (committed, target], collapsed to one net change
+per key: the state before the range (did the key exist, with which values) against the state after it.
+So several missed runs send each key once: insert then update is an insert of the latest row, insert
+then delete is nothing, an update that was reverted is nothing.
+
+Output is the CDF shape: the row's columns plus ``_change_type`` (insert, update_preimage,
+update_postimage, delete), ``_commit_version`` and ``_commit_timestamp`` of the key's last change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_jobs import consumers
+from spark_jobs.errors import ConfigError
+from spark_jobs.keys import require_columns
+from spark_jobs.lake import Warehouse, commit_info, is_delta_table, latest_version, table_ref
+
+CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+BEFORE_TYPES = ("update_preimage", "delete")  # a change whose row existed before the change
+AFTER_TYPES = ("insert", "update_postimage")  # a change whose row exists after it
+
+
+def net_changes(cdf, key: list[str], columns: list[str], compare: list[str]):
+    """Collapse a Change Data Feed frame to one net change per key (two rows for an update).
+
+    ``columns`` are the value columns to output, ``compare`` those whose change counts as an update.
+    One aggregation pass: for each key the earliest and latest change event, ordered by version and,
+    within a version, before-images ahead of after-images.
+    """
+    from pyspark.sql import functions as F
+
+    is_before = F.col("_change_type").isin(*BEFORE_TYPES)
+    order = F.col("_commit_version") * 2 + F.when(is_before, 0).otherwise(1)
+    event = F.struct(
+        order.alias("order"),
+        F.col("_change_type").alias("type"),
+        F.col("_commit_version").alias("version"),
+        F.col("_commit_timestamp").alias("ts"),
+        F.struct(*[F.col(c) for c in columns]).alias("row"),
+    )
+    grouped = cdf.groupBy(*key).agg(
+        F.min_by(event, order).alias("first"), F.max_by(event, order).alias("last")
+    )
+    existed = F.col("first.type").isin(*BEFORE_TYPES)
+    exists = F.col("last.type").isin(*AFTER_TYPES)
+    same = F.lit(True)
+    for c in compare:
+        same = same & F.col(f"first.row.`{c}`").eqNullSafe(F.col(f"last.row.`{c}`"))
+    net = (
+        F.when(~existed & exists, F.lit("insert"))
+        .when(existed & ~exists, F.lit("delete"))
+        .when(existed & exists & ~same, F.lit("update"))
+    )
+    # side 0 = the image before the range, side 1 = the image after it
+    sides = (
+        F.when(net == "insert", F.array(F.lit(1)))
+        .when(net == "delete", F.array(F.lit(0)))
+        .otherwise(F.array(F.lit(0), F.lit(1)))
+    )
+    change_type = (
+        F.when(net != "update", net)
+        .when(F.col("side") == 0, F.lit("update_preimage"))
+        .otherwise(F.lit("update_postimage"))
+    )
+    return (
+        grouped.withColumn("net", net)
+        .where(F.col("net").isNotNull())
+        .withColumn("side", F.explode(sides))
+        .select(
+            *key,
+            *[
+                F.when(F.col("side") == 0, F.col(f"first.row.`{c}`")).otherwise(F.col(f"last.row.`{c}`")).alias(c)
+                for c in columns
+            ],
+            change_type.alias("_change_type"),
+            F.col("last.version").alias("_commit_version"),
+            F.col("last.ts").alias("_commit_timestamp"),
+        )
+    )
+
+
+def as_inserts(df, version: int, timestamp):
+    """A whole table version as a change set of inserts (first sync, or a full resync)."""
+    from pyspark.sql import functions as F
+
+    return df.select(
+        *df.columns,
+        F.lit("insert").alias("_change_type"),
+        F.lit(version).cast("long").alias("_commit_version"),
+        F.lit(timestamp).cast("timestamp").alias("_commit_timestamp"),
+    )
+
+
+def run_diff(spark, spec: dict[str, Any]) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    wh = Warehouse(spec["warehouse"])
+    table_rel = spec["table"]
+    consumer = spec.get("consumer")
+    if not consumer:
+        raise ConfigError("A diff needs a consumer name: the committed version is tracked per consumer")
+    uri = wh.uri(table_rel)
+    if not is_delta_table(spark, uri):
+        raise ConfigError(f"Table {table_rel} does not exist at {uri}; run its snapshot first")
+    to_version = spec.get("to_version")
+    to_version = latest_version(spark, uri) if to_version is None else int(to_version)
+    target = commit_info(spark, uri, to_version)
+    key = list(spec.get("primary_key") or target["metadata"].get("primary_key") or [])
+    if not key:
+        raise ConfigError(f"Table {table_rel} records no primary key; pass primary_key to the diff")
+
+    snapshot = spark.read.format("delta").option("versionAsOf", to_version).load(uri)
+    all_columns = [c for c in snapshot.columns if c not in key]
+    require_columns(snapshot.columns, key, f"Diff of {table_rel}: primary key column(s)")
+    columns = list(spec.get("columns") or all_columns)
+    require_columns(all_columns, columns, f"Diff of {table_rel}: column(s)")
+
+    full_resync = bool(spec.get("full_resync"))
+    committed = consumers.committed_version(spark, wh, table_rel, consumer)
+    if committed is not None and committed > to_version:
+        raise ConfigError(
+            f"Consumer {consumer} already committed version {committed} of {table_rel}, newer than the "
+            f"requested version {to_version} (was the table restored?). Use full_resync=True to resend it."
+        )
+    from_version = None if full_resync else committed
+    if from_version is None:
+        changes = as_inserts(snapshot.select(*key, *columns), to_version, target["timestamp"])
+    elif from_version == to_version:
+        changes = as_inserts(snapshot.select(*key, *columns), to_version, target["timestamp"]).limit(0)
+    else:
+        cdf = (
+            spark.read.format("delta").option("readChangeFeed", "true")
+            .option("startingVersion", from_version + 1).option("endingVersion", to_version).load(uri)
+        )
+        changes = net_changes(cdf, key, columns, columns)
+
+    out_uri = wh.changes(consumer, table_rel, from_version, to_version)
+    changes.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(out_uri)
+    counts = {row["_change_type"]: row["count"] for row in
+              spark.read.format("delta").load(out_uri).groupBy("_change_type").count().collect()}
+    out_rel = out_uri[len(wh.root) + 1:]
+    return {
+        "table": table_rel,
+        "consumer": consumer,
+        "primary_key": key,
+        "columns": columns,
+        "from_version": from_version,
+        "to_version": to_version,
+        "full_resync": full_resync,
+        "changes": out_rel,
+        "changes_uri": out_uri,
+        "counts": {
+            "insert": counts.get("insert", 0),
+            "update": counts.get("update_postimage", 0),
+            "delete": counts.get("delete", 0),
+        },
+        "inputs": [table_ref(wh, table_rel, to_version)],
+        "outputs": [table_ref(wh, out_rel, latest_version(spark, out_uri))],
+    }

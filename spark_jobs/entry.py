@@ -1,0 +1,73 @@
+"""The spark-submit application: ``entry.py --spec URI --result URI``.
+
+Reads the job spec (JSON), runs the job it names, writes the job result (JSON) next to it. A job that
+fails writes a result too, with ``status: failed`` and the error, so the Airflow task can show the
+real cause instead of a JVM stack trace; the process then exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+import time
+import traceback
+
+JOBS = {
+    "snapshot": "spark_jobs.snapshot:run_snapshot",
+    "diff": "spark_jobs.diff:run_diff",
+    "sync": "spark_jobs.sync:run_sync",
+}
+
+
+def load_job(name: str):
+    from spark_jobs.errors import ConfigError
+
+    if name not in JOBS:
+        raise ConfigError(f"Unknown job {name!r}; jobs: {sorted(JOBS)}")
+    module, _, func = JOBS[name].partition(":")
+    return getattr(importlib.import_module(module), func)
+
+
+def run(spark, spec: dict) -> dict:
+    """Run one job in an existing session; the result always has a ``status``."""
+    from spark_jobs.errors import JobError
+
+    started = time.monotonic()
+    try:
+        result = load_job(spec.get("job", ""))(spark, spec)
+        result["status"] = "success"
+    except JobError as exc:
+        result = {"status": "failed", "error": {"type": type(exc).__name__, "message": str(exc)}}
+    except Exception as exc:  # infrastructure or bug: keep the traceback for the task log
+        result = {"status": "failed", "error": {"type": type(exc).__name__, "message": str(exc),
+                                                "traceback": traceback.format_exc(limit=20)}}
+    result["job"] = spec.get("job")
+    result["duration_s"] = round(time.monotonic() - started, 3)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--spec", required=True, help="URI of the job spec JSON")
+    parser.add_argument("--result", required=True, help="URI to write the job result JSON to")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from spark_jobs.fs import read_text, write_text
+    from spark_jobs.session import build_session
+
+    spark = build_session()
+    spark.sparkContext.setLogLevel("WARN")
+    spec = json.loads(read_text(spark, args.spec))
+    result = run(spark, spec)
+    write_text(spark, args.result, json.dumps(result, default=str, indent=2))
+    print(f"airflow-reverse-etl: job {spec.get('job')} {result['status']} in {result['duration_s']}s")
+    spark.stop()
+    return 0 if result["status"] == "success" else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""Small-file I/O through Hadoop's FileSystem, so job specs, results and scratch output work on any
+warehouse URI Spark can reach (local paths, s3a://, abfss://, hdfs://) with Spark's own credentials."""
+
+from __future__ import annotations
+
+
+def _fs_and_path(spark, uri: str):
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path
+
+
+def read_text(spark, uri: str) -> str:
+    fs, path = _fs_and_path(spark, uri)
+    stream = fs.open(path)
+    try:
+        jvm = spark.sparkContext._jvm
+        data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
+    finally:
+        stream.close()
+    return bytes(data).decode("utf-8")
+
+
+def write_text(spark, uri: str, text: str) -> None:
+    fs, path = _fs_and_path(spark, uri)
+    stream = fs.create(path, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+
+
+def delete(spark, uri: str) -> None:
+    fs, path = _fs_and_path(spark, uri)
+    fs.delete(path, True)

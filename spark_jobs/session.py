@@ -1,0 +1,57 @@
+"""The one place that builds a SparkSession with Delta Lake.
+
+Under spark-submit the master, jars and confs come from the command line (the Airflow hook sets them);
+this module only makes sure the Delta extension and catalog are on, which every job needs. Tests and
+benchmarks build an in-process session through :func:`build_session` with the jars fetched by
+``scripts/fetch_jars.sh``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+# The Maven coordinate matching delta-spark 4.4.0 on Spark 4.2; used with spark.jars.packages when no
+# local jar directory is configured (clusters that resolve packages themselves).
+DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+
+
+def local_jars(jars_dir: str | None) -> list[str]:
+    """The jar files in ``jars_dir`` (as fetched by scripts/fetch_jars.sh), sorted for stable argv."""
+    if not jars_dir:
+        return []
+    jars = sorted(glob.glob(os.path.join(jars_dir, "*.jar")))
+    if not jars:
+        raise FileNotFoundError(
+            f"No jars in {jars_dir!r}: run scripts/fetch_jars.sh (or `make setup`) to fetch the Delta jars"
+        )
+    return jars
+
+
+def build_session(
+    app_name: str = "airflow-reverse-etl",
+    master: str | None = None,
+    jars_dir: str | None = None,
+    conf: dict[str, str] | None = None,
+):
+    """Get or create a SparkSession with Delta enabled.
+
+    ``master``/``jars_dir`` are for in-process use (tests, benchmarks); under spark-submit leave them
+    unset so the command line decides.
+    """
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    jars = local_jars(jars_dir)
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    for key, value in {**DELTA_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

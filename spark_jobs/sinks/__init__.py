@@ -1,0 +1,31 @@
+"""Sink registry: built-in destinations and third-party ones from the ``airflow_reverse_etl.sinks``
+entry point group, so ``pip install`` of a plugin makes its sink usable by name. A ``module:Class``
+path also works, for sinks that live in a DAG repository."""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+
+from spark_jobs.errors import ConfigError
+from spark_jobs.sinks.base import Sink
+
+ENTRY_POINT_GROUP = "airflow_reverse_etl.sinks"
+
+
+def resolve_sink(name: str) -> type[Sink]:
+    if not name:
+        raise ConfigError("The destination names no sink 'type'")
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"Sink {name!r} cannot be imported: {exc}") from None
+    found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    if name not in found:
+        raise ConfigError(
+            f"Unknown sink type {name!r}; installed sinks: {sorted(found)}. Third-party sinks register "
+            f"in the {ENTRY_POINT_GROUP!r} entry point group."
+        )
+    return found[name].load()

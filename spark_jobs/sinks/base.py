@@ -1,0 +1,105 @@
+"""The sink protocol: what a destination implements, and nothing more.
+
+A sink is opened with its config on an executor, receives batches of :class:`ChangeRecord` and says
+per record whether it was delivered (``None``), rejected for good (:class:`Rejected`) or should be
+tried again (:class:`Retry`). A whole batch that fails for a transient reason raises
+:class:`RetryableError` (with ``retry_after`` when the destination said how long to wait); any other
+exception means the destination is unusable and fails the sync, leaving the consumer's committed
+version where it was. Batching, retries with backoff, stats and the reject ledger are the shared
+core's job (:mod:`spark_jobs.sinks.core`), never the sink's.
+
+Sinks must be idempotent: upsert and delete by key, so a resend after a failure duplicates nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+OPERATIONS = ("upsert", "insert", "update", "delete")
+
+
+@dataclass(frozen=True)
+class ChangeRecord:
+    """One operation for the destination. ``data`` holds destination field names (mapping applied);
+    for deletes it holds only the key fields. ``change`` is the source change it comes from
+    (insert, update or delete), which the stats count by."""
+
+    op: str
+    key: dict[str, Any]
+    data: dict[str, Any]
+    change: str
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """The destination refused this record for a reason that a resend will not fix by itself."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The destination could not take this record now; send it again after a backoff."""
+
+    reason: str
+
+
+Outcome = Rejected | Retry | None
+
+
+class RetryableError(Exception):
+    """The whole batch failed for a transient reason (HTTP 429/5xx, lock timeout, broker busy)."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass
+class SinkConfig:
+    """What every sink is given. ``options`` are the destination's own settings from the spec;
+    ``secrets`` were read from the Spark driver's environment and never written anywhere."""
+
+    destination: dict[str, Any]
+    key_fields: list[str]
+    fields: list[str]
+    mode: str
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return self.destination
+
+
+class Sink:
+    """Base class of destinations. Subclasses set ``name`` and implement :meth:`write_batch`."""
+
+    name: ClassVar[str] = ""
+    #: Most partitions that may write at once (None: as many as Spark runs). A single-writer
+    #: destination such as a SQLite file says 1.
+    max_parallelism: ClassVar[int | None] = None
+    #: Secrets the sink needs, as {name: spec key naming the environment variable}.
+    secret_keys: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config: SinkConfig):
+        self.config = config
+
+    # --- driver side -------------------------------------------------------------------------
+    def prepare(self, schema: dict[str, str]) -> None:
+        """Check (or create) the destination before anything is sent; ``schema`` maps each
+        destination field to its Spark SQL type. Raise DestinationError naming what is wrong."""
+
+    def count(self) -> int | None:
+        """Rows currently at the destination, for mirror mode's delete guard (None: unknown)."""
+        return None
+
+    # --- executor side -----------------------------------------------------------------------
+    def open(self) -> None:
+        """Connect. Called once per partition on the executor."""
+
+    def write_batch(self, records: Sequence[ChangeRecord]) -> list[Outcome]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the connection; called even when a batch failed."""

@@ -1,0 +1,127 @@
+"""Snapshot job on real Spark + Delta: one version per run, commit metadata, idempotent re-runs,
+refused past dates, key checks and schema drift."""
+
+import json
+
+import pytest
+
+from spark_jobs.lake import history
+from tests.helpers import job, job_error, rows_of, write_parquet
+
+SCHEMA = "id INT, name STRING, city STRING"
+
+
+def snap(spark, wh, src, date, **extra):
+    return job(spark, "snapshot", wh, name="customers", primary_key=["id"],
+               source={"format": "parquet", "path": src}, logical_date=date, run_id=f"run-{date}", **extra)
+
+
+def test_each_run_is_one_version_with_metadata(spark, warehouse, tmp_path):
+    src = str(tmp_path / "src")
+    write_parquet(spark, src, [(1, "a", "x"), (2, "b", "y"), (3, "c", "z")], SCHEMA)
+    first = snap(spark, warehouse, src, "2026-01-01T00:00:00+00:00")
+    assert (first["version"], first["rows"], first["inserted"]) == (0, 3, 3)
+
+    write_parquet(spark, src, [(1, "a", "x"), (2, "B", "y"), (4, "d", "w")], SCHEMA)
+    second = snap(spark, warehouse, src, "2026-01-02T00:00:00+00:00")
+    assert (second["version"], second["inserted"], second["updated"], second["deleted"]) == (1, 1, 1, 1)
+    assert second["table"] == "snapshots/customers"
+    assert second["outputs"] == [{"name": "snapshots/customers", "uri": f"{warehouse}/snapshots/customers",
+                                  "version": 1}]
+
+    entries = history(spark, f"{warehouse}/snapshots/customers")
+    assert [e["version"] for e in entries] == [1, 0]
+    assert entries[0]["metadata"]["logical_date"] == "2026-01-02T00:00:00+00:00"
+    assert entries[0]["metadata"]["run_id"] == "run-2026-01-02T00:00:00+00:00"
+    props = spark.sql(f"DESCRIBE DETAIL delta.`{warehouse}/snapshots/customers`").first()["properties"]
+    assert props["delta.enableChangeDataFeed"] == "true"
+    table = spark.read.format("delta").load(f"{warehouse}/snapshots/customers")
+    assert rows_of(table) == [(1, "a", "x"), (2, "B", "y"), (4, "d", "w")]
+
+
+def test_rerun_of_a_logical_date_is_idempotent(spark, warehouse, tmp_path):
+    src = str(tmp_path / "src")
+    write_parquet(spark, src, [(1, "a", "x")], SCHEMA)
+    first = snap(spark, warehouse, src, "2026-01-01T00:00:00+00:00")
+    write_parquet(spark, src, [(1, "a", "x"), (2, "b", "y")], SCHEMA)
+    again = snap(spark, warehouse, src, "2026-01-01T00:00:00+00:00")
+    assert again["reused"] and again["version"] == first["version"] == 0
+    assert again["rows"] == 1
+    assert len(history(spark, f"{warehouse}/snapshots/customers")) == 1
+    assert spark.read.format("delta").load(f"{warehouse}/snapshots/customers").count() == 1
+
+
+def test_an_unchanged_source_still_records_its_date(spark, warehouse, tmp_path):
+    src = str(tmp_path / "src")
+    write_parquet(spark, src, [(1, "a", "x")], SCHEMA)
+    snap(spark, warehouse, src, "2026-01-01T00:00:00+00:00")
+    same = snap(spark, warehouse, src, "2026-01-02T00:00:00+00:00")
+    assert (same["version"], same["inserted"], same["updated"], same["deleted"]) == (1, 0, 0, 0)
+
+
+def test_a_date_older_than_the_newest_is_refused(spark, warehouse, tmp_path):
+    src = str(tmp_path / "src")
+    write_parquet(spark, src, [(1, "a", "x")], SCHEMA)
+    snap(spark, warehouse, src, "2026-01-05T00:00:00+00:00")
+    error = job_error(spark, "snapshot", warehouse, name="customers", primary_key=["id"],
+                      source={"format": "parquet", "path": src}, logical_date="2026-01-03T00:00:00+00:00",
+                      run_id="late")
+    assert "older than the newest" in error["message"] and "restore" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "rows, expected",
+    [
+        ([(1, "a", "x"), (None, "b", "y")], "null primary key"),
+        ([(1, "a", "x"), (2, "b", "y"), (2, "c", "z")], "duplicate primary key ['id']: {'id': 2} x2"),
+    ],
+)
+def test_null_or_duplicate_keys_fail_and_write_nothing(spark, warehouse, tmp_path, rows, expected):
+    src = str(tmp_path / "src")
+    write_parquet(spark, src, rows, SCHEMA)
+    error = job_error(spark, "snapshot", warehouse, name="customers", primary_key=["id"],
+                      source={"format": "parquet", "path": src}, logical_date="2026-01-01", run_id="r")
+    assert error["type"] == "DataQualityError"
+    assert expected in error["message"] and "Nothing was written" in error["message"]
+    from spark_jobs.lake import is_delta_table
+
+    assert not is_delta_table(spark, f"{warehouse}/snapshots/customers")
+
+
+def test_schema_drift_is_refused_unless_allowed(spark, warehouse, tmp_path):
+    src = str(tmp_path / "src")
+    write_parquet(spark, src, [(1, "a", "x")], SCHEMA)
+    snap(spark, warehouse, src, "2026-01-01T00:00:00+00:00")
+    write_parquet(spark, src, [(1, "a", 7)], "id INT, name STRING, score INT")
+    error = job_error(spark, "snapshot", warehouse, name="customers", primary_key=["id"],
+                      source={"format": "parquet", "path": src}, logical_date="2026-01-02", run_id="r2")
+    assert error["type"] == "SchemaDriftError"
+    assert "new column(s) ['score']" in error["message"] and "missing column(s) ['city']" in error["message"]
+    evolved = snap(spark, warehouse, src, "2026-01-02T00:00:00+00:00", allow_schema_evolution=True)
+    assert evolved["version"] == 1
+    table = spark.read.format("delta").load(f"{warehouse}/snapshots/customers")
+    assert rows_of(table.select("id", "name", "city", "score")) == [(1, "a", None, 7)]
+
+
+def test_missing_source_and_unknown_key_are_clear(spark, warehouse, tmp_path):
+    error = job_error(spark, "snapshot", warehouse, name="customers", primary_key=["id"],
+                      source={"format": "parquet", "path": str(tmp_path / "nope")}, logical_date="d", run_id="r")
+    assert "does not exist" in error["message"]
+    src = str(tmp_path / "src")
+    write_parquet(spark, src, [(1, "a", "x")], SCHEMA)
+    error = job_error(spark, "snapshot", warehouse, name="customers", primary_key=["customer_id"],
+                      source={"format": "parquet", "path": src}, logical_date="d", run_id="r")
+    assert "['customer_id'] not found" in error["message"]
+
+
+def test_csv_and_delta_sources(spark, warehouse, tmp_path):
+    csv = tmp_path / "c.csv"
+    csv.write_text("id,name,city\n1,a,x\n2,b,y\n")
+    result = job(spark, "snapshot", warehouse, name="from_csv", primary_key=["id"],
+                 source={"format": "csv", "path": str(csv), "schema": SCHEMA}, logical_date="d1", run_id="r")
+    assert result["rows"] == 2
+    delta_src = f"{warehouse}/snapshots/from_csv"
+    result = job(spark, "snapshot", warehouse, name="from_delta", primary_key=["id"],
+                 source={"format": "delta", "path": delta_src, "version": 0}, logical_date="d1", run_id="r")
+    assert result["rows"] == 2
+    assert json.loads(json.dumps(result))["inputs"][0]["version"] == 0
