@@ -207,8 +207,7 @@ do_start() {
     tail -n 30 "$logfile" >&2 || true
     die "pg_ctl start failed"
   fi
-  local i
-  for i in $(seq 1 120); do
+  for _ in $(seq 1 120); do
     "$pg_isready" -q -h "$host" -p "$port" -d postgres -t 2 && break
     sleep 0.25
   done
