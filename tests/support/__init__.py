@@ -1,0 +1,1 @@
+"""Test infrastructure: real local services (PostgreSQL, Kafka, an HTTP destination) for the suite."""
