@@ -54,7 +54,7 @@ with DAG(
     catchup=False,
     tags=["reverse-etl", "demo"],
     doc_md=__doc__,
-):
+) as dag:
 
     @task
     def extract_customers(ds: str | None = None) -> str:

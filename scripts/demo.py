@@ -14,12 +14,10 @@ DATES = ["2026-01-01", "2026-01-02", "2026-01-03"]
 
 
 def main() -> int:
-    from airflow.models.dagbag import DagBag
-
     sys.path.insert(0, "dags")
     import reverse_etl_demo as demo
 
-    dag = DagBag(include_examples=False).get_dag("reverse_etl_demo")
+    dag = demo.dag
     for day in DATES:
         print(f"\n=== {day}: running {dag.dag_id} ===", flush=True)
         run = dag.test(logical_date=pendulum.parse(day))
@@ -30,7 +28,8 @@ def main() -> int:
             return 1
         sync = _xcom(run, "sync_crm")
         diff = _xcom(run, "diff_customers")
-        print(f"diff v{diff['from_version']}..v{diff['to_version']}: {diff['counts']}")
+        since = "full" if diff["from_version"] is None else f"v{diff['from_version']}"
+        print(f"diff {since}..v{diff['to_version']}: {diff['counts']}")
         print(f"sync stats: {sync['stats']}")
         with sqlite3.connect(demo.CRM_DATABASE) as conn:
             rows = conn.execute("SELECT contact_id, full_name, email, city, segment FROM crm_contacts "

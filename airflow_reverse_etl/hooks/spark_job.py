@@ -88,6 +88,12 @@ def spark_jobs_archive() -> str:
     return target
 
 
+def log4j_config() -> str:
+    import spark_jobs
+
+    return os.path.join(os.path.dirname(spark_jobs.__file__), "log4j2.properties")
+
+
 def entry_script() -> str:
     import spark_jobs
 
@@ -118,6 +124,8 @@ class SparkJobHook(BaseHook):
 
     def _jars_and_conf(self) -> tuple[str | None, dict[str, Any]]:
         conf = {**DELTA_CONF, **self.spark_conf}
+        # Quiet JVM logging (WARN) unless the user configures the driver's Java options.
+        conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j_config()}")
         jars_dir = config.jars_dir()
         if jars_dir:
             from glob import glob
