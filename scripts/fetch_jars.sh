@@ -20,7 +20,7 @@ pyspark_jars=$("$python" -c 'import os, pyspark; print(os.path.join(os.path.dirn
 staging=$(mktemp -d)
 trap 'rm -rf "$staging"' EXIT
 echo "fetch_jars: resolving $(grep -c '<dependency>' "$pom") artifacts and their dependencies with mvn"
-mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$staging" -DincludeScope=runtime
+mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies -DoutputDirectory="$staging" -DincludeScope=runtime
 
 rm -rf "$out" && mkdir -p "$out"
 for jar in "$staging"/*.jar; do
