@@ -19,6 +19,10 @@ JOBS = {
     "snapshot": "spark_jobs.snapshot:run_snapshot",
     "diff": "spark_jobs.diff:run_diff",
     "sync": "spark_jobs.sync:run_sync",
+    "restore": "spark_jobs.restore:run_restore",
+    "savepoint": "spark_jobs.savepoints:run_savepoint",
+    "scd2": "spark_jobs.scd2:run_scd2",
+    "maintenance": "spark_jobs.maintenance:run_maintenance",
 }
 
 
@@ -38,6 +42,9 @@ def run(spark, spec: dict) -> dict:
     started = time.monotonic()
     try:
         result = load_job(spec.get("job", ""))(spark, spec)
+        from spark_jobs.lineage import record_run
+
+        record_run(spark, spec, result, time.monotonic() - started)  # after success only: a failed job leaves no lineage row
         result["status"] = "success"
     except JobError as exc:
         result = {"status": "failed", "error": {"type": type(exc).__name__, "message": str(exc)}}

@@ -27,6 +27,7 @@ from spark_jobs.lake import (
     table_ref,
 )
 from spark_jobs.sources import describe, read_source
+from spark_jobs.timetravel import pin_delta_source, recorded_versions
 
 
 def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
@@ -62,6 +63,7 @@ def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
 
     from pyspark import StorageLevel
 
+    source = pin_delta_source(spark, source, logical_date)  # the result names the version read
     df = read_source(spark, source).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         metadata["rows"] = check_primary_key(df, key, f"Snapshot {name}")
@@ -139,13 +141,8 @@ def _align_schema(spark, uri: str, df, name: str, allow_evolution: bool):
 
 
 def _recorded_dates(spark, uri: str) -> dict[str, dict[str, Any]]:
-    """logical date -> the history entry of the snapshot commit that recorded it."""
-    recorded = {}
-    for entry in history(spark, uri):
-        md = entry["metadata"]
-        if md.get("logical_date") and md.get("job") in ("snapshot", "restore"):
-            recorded.setdefault(md["logical_date"], entry)
-    return recorded
+    """logical date -> the history entry of the snapshot commit that recorded it (restores honoured)."""
+    return recorded_versions(spark, uri)
 
 
 def _own_commit(spark, uri: str, metadata: dict[str, Any]) -> dict[str, Any]:

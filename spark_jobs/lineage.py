@@ -1,0 +1,50 @@
+"""The lineage system table: one row per successful job run, with the exact table versions it read
+and wrote.
+
+``<warehouse>/_system/lineage`` answers "which run produced version 12 of snapshots/customers, and
+from which source version?" without the Airflow metadata DB. The entry point appends the row after
+the job succeeded, so a failed job leaves no row, and a row always names versions that exist.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from spark_jobs.lake import Warehouse, ensure_system_table, retry_on_conflict
+
+TABLE = "lineage"
+REF = "STRUCT<name: STRING, uri: STRING, version: BIGINT>"
+DDL = (
+    "job STRING, run_id STRING, logical_date STRING, dag_id STRING, task_id STRING, "
+    f"inputs ARRAY<{REF}>, outputs ARRAY<{REF}>, recorded_at TIMESTAMP, duration_s DOUBLE"
+)
+
+
+def _refs(refs: list[dict[str, Any]] | None) -> list[tuple]:
+    out = []
+    for ref in refs or []:
+        version = ref.get("version")
+        out.append((ref.get("name"), ref.get("uri"), None if version is None else int(version)))
+    return out
+
+
+def record_run(spark, spec: dict[str, Any], result: dict[str, Any], duration_s: float) -> None:
+    """Append the lineage row of a successful run (retrying when another task appends at once)."""
+    wh = Warehouse(spec["warehouse"])
+    uri = wh.system(TABLE)
+    ensure_system_table(spark, uri, DDL)
+    row = (
+        spec.get("job"), spec.get("run_id"), spec.get("logical_date"), spec.get("dag_id"), spec.get("task_id"),
+        _refs(result.get("inputs")), _refs(result.get("outputs")), datetime.now(timezone.utc),
+        round(float(duration_s), 3),
+    )
+    frame = spark.createDataFrame([row], DDL)
+    retry_on_conflict(lambda: frame.write.format("delta").mode("append").save(uri))()
+
+
+def read_lineage(spark, warehouse: str):
+    """The lineage table as a DataFrame (empty when no job has run yet)."""
+    uri = Warehouse(warehouse).system(TABLE)
+    ensure_system_table(spark, uri, DDL)
+    return spark.read.format("delta").load(uri)

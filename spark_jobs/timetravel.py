@@ -1,0 +1,138 @@
+"""Logical date <-> Delta version, restore-aware, and time travel on Delta sources.
+
+Every commit the jobs make carries the Airflow logical date in its ``userMetadata`` (see
+:func:`spark_jobs.lake.commit_metadata`), so the version of a date is read from the commit history,
+never from a side table. A restore to date D is itself a commit tagged D: from then on the versions
+recorded for dates after D (before the restore) no longer describe the table's line of history, and
+are forgotten, so those dates can be replayed in order.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from spark_jobs.errors import ConfigError
+from spark_jobs.lake import history, is_delta_table
+
+
+def parse_date(value: str | datetime) -> datetime:
+    """Logical dates are ISO timestamps; a date without a zone is taken as UTC."""
+    parsed = value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def recorded_versions(spark, uri: str) -> dict[str, dict[str, Any]]:
+    """logical date -> the history entry of the newest commit that recorded it, restores honoured.
+
+    History is walked newest first; a restore to D hides older commits tagged with dates after D.
+    """
+    recorded: dict[str, dict[str, Any]] = {}
+    cutoff: datetime | None = None
+    for entry in history(spark, uri):
+        date = entry["metadata"].get("logical_date")
+        if not date:
+            continue
+        when = parse_date(date)
+        if cutoff is not None and when > cutoff:
+            continue
+        recorded.setdefault(date, entry)
+        if entry["metadata"].get("job") == "restore":
+            cutoff = when if cutoff is None else min(cutoff, when)
+    return recorded
+
+
+def version_for(spark, uri: str, logical_date: str, as_of: bool = False) -> dict[str, Any]:
+    """The history entry recorded for ``logical_date``; with ``as_of``, the newest one at or before it.
+
+    Raises :class:`ConfigError` naming the dates that are recorded when there is none.
+    """
+    if not is_delta_table(spark, uri):
+        raise ConfigError(f"{uri} is not a Delta table")
+    recorded = recorded_versions(spark, uri)
+    if not as_of:
+        if logical_date in recorded:
+            return recorded[logical_date]
+        wanted = parse_date(logical_date)
+        for date, entry in recorded.items():  # same instant written differently (Z vs +00:00)
+            if parse_date(date) == wanted:
+                return entry
+    else:
+        wanted = parse_date(logical_date)
+        earlier = [(parse_date(d), e["version"], e) for d, e in recorded.items() if parse_date(d) <= wanted]
+        if earlier:
+            return max(earlier, key=lambda item: (item[0], item[1]))[2]
+    dates = sorted(recorded, key=parse_date)
+    span = f"recorded dates run from {dates[0]} to {dates[-1]}" if dates else "no commit carries a logical date"
+    how = "at or before" if as_of else "for"
+    raise ConfigError(f"{uri} has no version {how} logical date {logical_date}: {span}")
+
+
+def read_as_of(spark, uri: str, logical_date: str):
+    """The table as it was recorded for ``logical_date`` (the newest version at or before it)."""
+    version = version_for(spark, uri, logical_date, as_of=True)["version"]
+    return spark.read.format("delta").option("versionAsOf", version).load(uri)
+
+
+def pin_delta_source(spark, source: dict[str, Any], logical_date: str | None) -> dict[str, Any]:
+    """Resolve the exact version a Delta source is read at, so the job result names it.
+
+    ``version`` is kept; ``timestamp`` becomes the newest version committed at or before it;
+    ``as_of_logical_date`` means the version recorded at or before the run's logical date (tables
+    whose commits carry logical dates) or, for other tables, committed at or before it — so a
+    backfill of a past date sees the source as it was then. Otherwise the latest version.
+    """
+    if source.get("format") != "delta" or source.get("version") is not None:
+        return source
+    path = source.get("path")
+    if not path or not is_delta_table(spark, path):
+        return source  # read_source explains what is wrong
+    pinned = {k: v for k, v in source.items() if k not in ("timestamp", "as_of_logical_date")}
+    if source.get("as_of_logical_date"):
+        if not logical_date:
+            raise ConfigError("as_of_logical_date needs the run's logical date in the spec")
+        if recorded_versions(spark, path):
+            pinned["version"] = version_for(spark, path, logical_date, as_of=True)["version"]
+            return pinned
+        cutoff = parse_date(logical_date)
+    elif source.get("timestamp"):
+        cutoff = parse_date(source["timestamp"])
+    else:
+        pinned["version"] = history(spark, path, 1)[0]["version"]
+        return pinned
+    entries = history(spark, path)
+    earlier = [e for e in entries if _commit_time(e) <= cutoff]
+    if not earlier:
+        first = entries[-1]["timestamp"]
+        raise ConfigError(f"Delta source {path} has no version committed at or before {cutoff.isoformat()} "
+                          f"(its first commit is at {first}); nothing to read as of that time")
+    pinned["version"] = max(e["version"] for e in earlier)
+    return pinned
+
+
+def _commit_time(entry: dict[str, Any]) -> datetime:
+    """A history entry's commit time; PySpark hands timestamps back as naive local time."""
+    stamp = entry["timestamp"]
+    return stamp.astimezone(timezone.utc)
+
+
+def table_rel(table: str) -> str:
+    """A table named across the boundary: a bare name means ``snapshots/<name>``."""
+    if not table:
+        raise ConfigError("The spec names no 'table'")
+    return table.strip("/") if "/" in table else f"snapshots/{table}"
+
+
+def target_version(spark, uri: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """The history entry a savepoint or restore spec points at: ``version`` or ``target_logical_date``."""
+    if not is_delta_table(spark, uri):
+        raise ConfigError(f"{uri} is not a Delta table")
+    if spec.get("version") is not None:
+        version = int(spec["version"])
+        for entry in history(spark, uri):
+            if entry["version"] == version:
+                return entry
+        raise ConfigError(f"{uri} has no version {version} (latest is {history(spark, uri, 1)[0]['version']})")
+    if spec.get("target_logical_date"):
+        return version_for(spark, uri, spec["target_logical_date"])
+    raise ConfigError("Give either 'version' or 'target_logical_date'")
