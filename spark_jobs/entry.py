@@ -23,6 +23,7 @@ JOBS = {
     "savepoint": "spark_jobs.savepoints:run_savepoint",
     "scd2": "spark_jobs.scd2:run_scd2",
     "maintenance": "spark_jobs.maintenance:run_maintenance",
+    "backfill": "spark_jobs.backfill:run_backfill",
 }
 
 

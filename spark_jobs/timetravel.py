@@ -10,7 +10,7 @@ are forgotten, so those dates can be replayed in order.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from spark_jobs.errors import ConfigError
 from spark_jobs.lake import history, is_delta_table
@@ -22,23 +22,32 @@ def parse_date(value: str | datetime) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
-def recorded_versions(spark, uri: str) -> dict[str, dict[str, Any]]:
-    """logical date -> the history entry of the newest commit that recorded it, restores honoured.
+def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, datetime, dict[str, Any]]]:
+    """(logical date, parsed, entry) of the commits on the table's line of history, newest first.
 
-    History is walked newest first; a restore to D hides older commits tagged with dates after D.
+    ``entries`` are commits newest first, each with ``version`` and parsed ``metadata``; a restore to
+    D hides the older commits tagged with dates after D. Lazy, so a caller looking for one date stops
+    reading the log as soon as it passes it. Pure Python: the Airflow trigger reads the Delta log
+    with it too, without Spark.
     """
-    recorded: dict[str, dict[str, Any]] = {}
     cutoff: datetime | None = None
-    for entry in history(spark, uri):
+    for entry in entries:
         date = entry["metadata"].get("logical_date")
         if not date:
             continue
         when = parse_date(date)
         if cutoff is not None and when > cutoff:
             continue
-        recorded.setdefault(date, entry)
+        yield date, when, entry
         if entry["metadata"].get("job") == "restore":
             cutoff = when if cutoff is None else min(cutoff, when)
+
+
+def recorded_versions(spark, uri: str) -> dict[str, dict[str, Any]]:
+    """logical date -> the history entry of the newest commit that recorded it, restores honoured."""
+    recorded: dict[str, dict[str, Any]] = {}
+    for date, _, entry in walk_recorded(history(spark, uri)):
+        recorded.setdefault(date, entry)
     return recorded
 
 

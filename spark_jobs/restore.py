@@ -1,0 +1,38 @@
+"""Restore job: return a table to the version recorded for a logical date (Delta RESTORE).
+
+The restore is a new commit tagged with the *target* logical date and ``job: restore``, so from then
+on the table's line of history ends at that date (:func:`spark_jobs.timetravel.recorded_versions`)
+and the dates after it can be replayed in order. The lineage row (written by the entry point) names
+the version restored from and the version the restore wrote.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_jobs.lake import Warehouse, commit_metadata, history, table_ref
+from spark_jobs.timetravel import table_rel, target_version
+
+
+def run_restore(spark, spec: dict[str, Any]) -> dict[str, Any]:
+    wh = Warehouse(spec["warehouse"])
+    rel = table_rel(spec.get("table"))
+    uri = wh.uri(rel)
+    target = target_version(spark, uri, spec)
+    date = target["metadata"].get("logical_date") or spec.get("target_logical_date")
+    metadata = {"job": "restore", "logical_date": date, "run_id": spec.get("run_id"),
+                "restored_version": target["version"]}
+    latest = history(spark, uri, 1)[0]["metadata"]
+    if latest.get("job") == "restore" and (latest.get("logical_date"), latest.get("run_id")) == (date, spec.get("run_id")):
+        # This run already restored (a task retry): the date now maps to that restore commit.
+        written, reused = target["version"], True
+        metadata["restored_version"] = latest.get("restored_version")
+    else:
+        with commit_metadata(spark, metadata):
+            spark.sql(f"RESTORE TABLE delta.`{uri}` TO VERSION AS OF {int(target['version'])}")
+        written, reused = history(spark, uri, 1)[0]["version"], False
+    return {
+        "table": rel, "uri": uri, "version": written, "restored_version": metadata["restored_version"],
+        "logical_date": date, "reused": reused,
+        "inputs": [table_ref(wh, rel, metadata["restored_version"])], "outputs": [table_ref(wh, rel, written)],
+    }

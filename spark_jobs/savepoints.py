@@ -1,0 +1,50 @@
+"""Savepoints: table versions that maintenance must keep readable.
+
+``<warehouse>/_system/savepoints`` holds (table, version, logical date, name). VACUUM's retention is
+derived from the oldest savepoint (see :mod:`spark_jobs.maintenance`), so a month-end snapshot stays
+readable by time travel however often the table is vacuumed afterwards.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from spark_jobs.lake import Warehouse, ensure_system_table, retry_on_conflict, table_ref
+from spark_jobs.timetravel import table_rel, target_version
+
+TABLE = "savepoints"
+DDL = "table STRING, version BIGINT, logical_date STRING, name STRING, created_at TIMESTAMP, run_id STRING"
+
+
+def savepointed_versions(spark, wh: Warehouse, rel: str) -> list[int]:
+    """The savepointed versions of ``rel``, oldest first (one row per savepoint: small)."""
+    uri = wh.system(TABLE)
+    ensure_system_table(spark, uri, DDL)
+    rows = spark.read.format("delta").load(uri).where(f"`table` = '{rel}'").select("version").distinct().collect()
+    return sorted(int(r["version"]) for r in rows)
+
+
+def run_savepoint(spark, spec: dict[str, Any]) -> dict[str, Any]:
+    """Savepoint ``version`` or the version of ``target_logical_date`` of ``table`` (idempotent)."""
+    from delta.tables import DeltaTable
+
+    wh = Warehouse(spec["warehouse"])
+    rel = table_rel(spec.get("table"))
+    entry = target_version(spark, wh.uri(rel), spec)
+    date = entry["metadata"].get("logical_date")
+    name = spec.get("savepoint_name") or f"v{entry['version']}"
+    uri = wh.system(TABLE)
+    ensure_system_table(spark, uri, DDL)
+    row = spark.createDataFrame(
+        [(rel, int(entry["version"]), date, name, datetime.now(timezone.utc), spec.get("run_id"))], DDL)
+
+    @retry_on_conflict
+    def _upsert():
+        (DeltaTable.forPath(spark, uri).alias("t")
+         .merge(row.alias("s"), "t.table = s.table AND t.version = s.version")
+         .whenMatchedUpdate(set={"name": "s.name"}).whenNotMatchedInsertAll().execute())
+
+    _upsert()
+    return {"table": rel, "version": entry["version"], "logical_date": date, "savepoint": name,
+            "inputs": [table_ref(wh, rel, entry["version"])], "outputs": []}
