@@ -1,0 +1,39 @@
+"""SnapshotHistoryOperator: the SCD type-2 history of a snapshot, from its Delta versions."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
+from spark_jobs.timetravel import table_rel
+
+
+class SnapshotHistoryOperator(ReverseEtlJobOperator):
+    """Rewrite ``history/<name>`` with one row per key per validity interval (``valid_from``,
+    ``valid_to``, ``is_current``), dbt-snapshot style: hard deletes close the interval.
+
+    :param table: the snapshot (``customers``) or a warehouse-relative Delta table.
+    :param name: history table name (default: the snapshot's name).
+    :param primary_key: default: the key recorded in the snapshot's commits.
+
+    Returns (XCom) ``{table, uri, version, rows, versions, primary_key, inputs, outputs}``.
+    """
+
+    job = "scd2"
+    template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "table", "name")
+
+    def __init__(self, *, table: str, name: str | None = None, primary_key: list[str] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.name = name
+        self.primary_key = primary_key
+        if "{{" not in table and "{{" not in (name or ""):
+            self.declare_outlets(f"history/{name or table_rel(table).rsplit('/', 1)[-1]}")
+
+    def build_spec(self, context):
+        return {"table": self.table, "name": self.name, "primary_key": self.primary_key}, {}
+
+    def summarize(self, result):
+        return (f"scd2 {result['table']} version {result['version']}: {result['rows']} interval rows "
+                f"from {result['versions']} snapshot versions")
