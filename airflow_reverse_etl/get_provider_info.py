@@ -22,8 +22,18 @@ def get_provider_info():
                     "airflow_reverse_etl.operators.snapshot",
                     "airflow_reverse_etl.operators.diff",
                     "airflow_reverse_etl.operators.sink",
+                    "airflow_reverse_etl.operators.backfill",
+                    "airflow_reverse_etl.operators.history",
+                    "airflow_reverse_etl.operators.restore",
+                    "airflow_reverse_etl.operators.maintenance",
                 ],
             }
+        ],
+        "sensors": [
+            {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.sensors.snapshot"]}
+        ],
+        "triggers": [
+            {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.triggers.snapshot"]}
         ],
         "hooks": [
             {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.hooks.spark_job"]}

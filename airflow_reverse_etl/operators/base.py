@@ -39,6 +39,7 @@ class ReverseEtlJobOperator(BaseOperator):
         self.warehouse = warehouse
         self.spark_conf = spark_conf
         self._hook: SparkJobHook | None = None
+        self._result: dict[str, Any] | None = None
 
     def build_spec(self, context) -> tuple[dict[str, Any], dict[str, str]]:
         """Return (job spec, secrets as {env var: value})."""
@@ -57,7 +58,25 @@ class ReverseEtlJobOperator(BaseOperator):
         result = self._hook.run_job(self.job, spec, secrets=secrets,
                                     name=f"{self.dag_id}.{self.task_id}")
         self.log.info("%s (%.1fs in Spark)", self.summarize(result), result.get("duration_s", 0))
+        self._result = result
         return result
+
+    def declare_outlets(self, *tables: str) -> None:
+        """Add the Airflow Assets of the warehouse tables (relative names) this task writes, so
+        data-aware DAGs can be scheduled on them. Skipped for names only known at run time."""
+        from airflow_reverse_etl import config
+        from airflow_reverse_etl.lineage import table_asset
+
+        if any("{{" in str(part) for part in (self.warehouse, *tables)):
+            return
+        root = config.warehouse_uri(self.warehouse)
+        self.outlets = [*self.outlets, *(table_asset(f"{root}/{rel}") for rel in tables)]
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """OpenLineage datasets of the tables this run read and wrote, at their exact Delta versions."""
+        from airflow_reverse_etl.lineage import operator_lineage
+
+        return operator_lineage(self._result)
 
     def on_kill(self) -> None:
         if self._hook is not None:

@@ -38,6 +38,7 @@ class SnapshotOperator(ReverseEtlJobOperator):
         self.primary_key = primary_key
         self.source_conn_id = source_conn_id
         self.allow_schema_evolution = allow_schema_evolution
+        self.declare_outlets(f"snapshots/{name}")
 
     def build_spec(self, context):
         source = dict(self.source)
