@@ -26,6 +26,7 @@ def get_provider_info():
                     "airflow_reverse_etl.operators.history",
                     "airflow_reverse_etl.operators.restore",
                     "airflow_reverse_etl.operators.maintenance",
+                    "airflow_reverse_etl.operators.widen",
                 ],
             }
         ],

@@ -27,12 +27,38 @@ def committed_version(spark, wh: Warehouse, table_rel: str, consumer: str) -> in
 
 
 def commit(spark, wh: Warehouse, table_rel: str, consumer: str, version: int, run_id: str | None) -> None:
-    from delta.tables import DeltaTable
+    commit_all(spark, wh, {(table_rel, consumer): version}, run_id)
+
+
+def _col(name):
+    from pyspark.sql import functions as F
+
+    return F.col(name)
+
+
+def committed_versions(spark, wh: Warehouse, consumer_prefix: str) -> dict[tuple[str, str], int]:
+    """(table, consumer) -> committed version for every consumer whose name starts with the prefix:
+    one read for a job that tracks several tables (a wide table's sources)."""
+    from pyspark.sql import functions as F
 
     uri = wh.system(TABLE)
     ensure_system_table(spark, uri, DDL)
+    rows = (spark.read.format("delta").load(uri).where(F.col("consumer").startswith(consumer_prefix))
+            .select("table", "consumer", "committed_version").collect())  # one row per tracked table
+    return {(r["table"], r["consumer"]): int(r["committed_version"]) for r in rows}
+
+
+def commit_all(spark, wh: Warehouse, versions: dict[tuple[str, str], int], run_id: str | None) -> None:
+    """Commit several (table, consumer) versions in one transaction."""
+    from delta.tables import DeltaTable
+
+    if not versions:
+        return
+    uri = wh.system(TABLE)
+    ensure_system_table(spark, uri, DDL)
+    now = datetime.now(timezone.utc)
     update = spark.createDataFrame(
-        [(table_rel, consumer, int(version), datetime.now(timezone.utc), run_id)], DDL
+        [(table, consumer, int(v), now, run_id) for (table, consumer), v in versions.items()], DDL
     )
 
     @retry_on_conflict
@@ -44,9 +70,3 @@ def commit(spark, wh: Warehouse, table_rel: str, consumer: str, version: int, ru
         )
 
     _merge()
-
-
-def _col(name):
-    from pyspark.sql import functions as F
-
-    return F.col(name)

@@ -24,6 +24,7 @@ JOBS = {
     "scd2": "spark_jobs.scd2:run_scd2",
     "maintenance": "spark_jobs.maintenance:run_maintenance",
     "backfill": "spark_jobs.backfill:run_backfill",
+    "widen": "spark_jobs.widen.job:run_widen",
 }
 
 

@@ -1,0 +1,32 @@
+"""Reading a source table's changes between two exact versions.
+
+Every widen step consumes a table's Change Data Feed over (merged, target]: the versions since the
+last one it merged, up to the version its upstream task produced. The first time (nothing merged yet)
+the whole target version counts as inserts, in the same CDF shape, so callers handle one shape.
+"""
+
+from __future__ import annotations
+
+from spark_jobs.diff import as_inserts
+from spark_jobs.errors import ConfigError
+from spark_jobs.lake import commit_info, is_delta_table
+
+ROW_TYPES = ("insert", "update_postimage", "delete")  # the preimage of an update is not a write
+
+
+def read_changes(spark, uri: str, from_version: int | None, to_version: int):
+    """CDF rows of ``uri`` in (from_version, to_version], or ``None`` when there is nothing new."""
+    if from_version is not None and from_version >= to_version:
+        return None
+    if from_version is None:
+        table = spark.read.format("delta").option("versionAsOf", to_version).load(uri)
+        return as_inserts(table, to_version, commit_info(spark, uri, to_version)["timestamp"])
+    return (
+        spark.read.format("delta").option("readChangeFeed", "true")
+        .option("startingVersion", from_version + 1).option("endingVersion", to_version).load(uri)
+    )
+
+
+def require_table(spark, uri: str, rel: str, what: str) -> None:
+    if not is_delta_table(spark, uri):
+        raise ConfigError(f"{what}: table {rel} does not exist at {uri}; run its snapshot first")

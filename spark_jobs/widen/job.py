@@ -1,0 +1,305 @@
+"""Widen job: merge some sources of a wide table into ``<warehouse>/wide/<name>``.
+
+Spec::
+
+    {"job": "widen", "warehouse": ..., "wide": {wide table spec, see .config},
+     "sources": ["order_info", "order_address"],     # this step's sources; default: all of them
+     "versions": {"order_info": 7, ...},              # exact versions from the upstream snapshot tasks
+     "run_id": ..., "logical_date": ...}
+
+The spec is validated before any Spark work. A step merges its full-join sources first (one
+partial-update MERGE for all of them, so several sources updating one key in one run fold in order),
+then each left join (reverse index). Each source is read by exact version over (merged, target]; the
+merged version per (table, consumer ``widen:<name>``) lives in ``_system/consumers`` and, atomically
+with the data, in the ``userMetadata`` of the wide-table commit that merged it, so a run killed
+between the MERGE and the consumer commit never merges the same changes twice (a ``sum`` would
+double-count them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any
+
+from spark_jobs import consumers
+from spark_jobs.errors import ConfigError, DataQualityError, SchemaDriftError
+from spark_jobs.keys import require_columns
+from spark_jobs.lake import (
+    TABLE_PROPERTIES,
+    Warehouse,
+    commit_metadata,
+    history,
+    is_delta_table,
+    latest_version,
+    retry_on_conflict,
+    table_ref,
+)
+from spark_jobs.widen import partial_update, reverse_index
+from spark_jobs.widen.changes import ROW_TYPES, read_changes, require_table
+from spark_jobs.widen.config import Source, WideTable, parse
+
+EXAMPLES = 5
+
+
+@dataclass
+class Input:
+    """One table a step reads, between the version it last merged and the version it merges now."""
+    rel: str
+    uri: str
+    consumer: str
+    from_version: int | None
+    to_version: int
+
+    @property
+    def advances(self) -> bool:
+        return self.from_version is None or self.to_version > self.from_version
+
+
+def run_widen(spark, spec: dict[str, Any]) -> dict[str, Any]:
+    t = parse(spec.get("wide"))
+    step = step_sources(t, spec.get("sources"))
+    versions = dict(spec.get("versions") or {})
+    stray = sorted(set(versions) - {s.name for s in step})
+    if stray:
+        raise ConfigError(f"Wide table {t.name}: versions given for {stray}, which this step does not merge "
+                          f"(it merges {[s.name for s in step]})")
+    wh = Warehouse(spec["warehouse"])
+    uri = wh.uri(t.rel)
+    base_md = {"job": "widen", "wide": t.name, "primary_key": t.primary_key,
+               "run_id": spec.get("run_id"), "logical_date": spec.get("logical_date")}
+    tracked = [(s.table, t.consumer()) for s in step] + [(t.rel, t.consumer(s.name)) for s in step if s.is_left]
+    merged = _merged_versions(spark, wh, t, uri, tracked)
+    inputs = {s.name: _input(spark, wh, t, s, versions.get(s.name), merged) for s in step}
+    full = [s for s in step if not s.is_left]
+    left = [s for s in step if s.is_left]
+    if left and not full and not is_delta_table(spark, uri):
+        raise ConfigError(f"Wide table {t.name} does not exist yet: merge its full-join sources "
+                          f"{[s.name for s in t.full_sources]} before the left join(s) {[s.name for s in left]}")
+    types = _types(spark, t, step, inputs, uri)
+    columns = t.merged_columns(full)
+    partial_update.check_types(t, columns, types)
+    events = _full_events(spark, t, full, inputs, columns, types)  # refuses deletes before any write
+
+    wanted = [*t.primary_key, *columns, *[c for s in left for c in s.columns]]
+    _ensure_wide(spark, uri, wanted, types, base_md)
+    commits: dict[str, dict | None] = {}  # step part -> metadata of the commit it made
+    if full:
+        done = [(inputs[s.name].rel, inputs[s.name].consumer, inputs[s.name].to_version) for s in full]
+        commits["full"] = _merge_full(spark, t, uri, events, columns, types, {**base_md, "merged": done})
+    wide_inputs = []
+    for s in left:
+        wide_in = Input(t.rel, uri, t.consumer(s.name), merged.get((t.rel, t.consumer(s.name))),
+                        latest_version(spark, uri))
+        wide_inputs.append(wide_in)
+        commits[s.name] = _merge_left(spark, wh, t, s, inputs[s.name], wide_in, types, base_md)
+
+    consumers.commit_all(spark, wh, {(i.rel, i.consumer): i.to_version
+                                     for i in [*inputs.values(), *wide_inputs] if i.advances}, spec.get("run_id"))
+    recent = history(spark, uri, 2 * len(commits) + 2)
+    version = recent[0]["version"]
+    return {
+        "table": t.rel,
+        "uri": uri,
+        "version": version,
+        "wide": t.name,
+        "primary_key": t.primary_key,
+        "sources": {name: {"table": i.rel, "from_version": i.from_version, "to_version": i.to_version}
+                    for name, i in inputs.items()},
+        "stats": {part: _stats(recent, md) for part, md in commits.items()},
+        "inputs": [table_ref(wh, i.rel, i.to_version) for i in [*inputs.values(), *wide_inputs]],
+        "outputs": [table_ref(wh, t.rel, version)],
+    }
+
+
+def step_sources(t: WideTable, names: list[str] | None) -> list[Source]:
+    """The sources a step merges, full joins first (priority), each kind in spec order."""
+    chosen = t.sources if not names else [t.source(n) for n in names]
+    return [s for s in chosen if not s.is_left] + [s for s in chosen if s.is_left]
+
+
+def _merged_versions(spark, wh: Warehouse, t: WideTable, uri: str, wanted) -> dict[tuple[str, str], int]:
+    """(table, consumer) -> the newest version merged into the wide table.
+
+    The wide table's own commits record what they merged, atomically with the data, so they are read
+    first; ``_system/consumers`` (committed after each run) covers the pairs whose commits are no
+    longer in the Delta log, or that never changed a row.
+    """
+    merged: dict[tuple[str, str], int] = {}
+    if is_delta_table(spark, uri):
+        for entry in history(spark, uri):  # one row per version, never the data
+            for rel, consumer, version in entry["metadata"].get("merged") or []:
+                merged[(rel, consumer)] = max(int(version), merged.get((rel, consumer), -1))
+    if any(pair not in merged for pair in wanted):
+        for pair, version in consumers.committed_versions(spark, wh, t.consumer()).items():
+            if pair in wanted:
+                merged[pair] = max(version, merged.get(pair, -1))
+    return merged
+
+
+def _input(spark, wh: Warehouse, t: WideTable, s: Source, version, merged_versions) -> Input:
+    uri = wh.uri(s.table)
+    require_table(spark, uri, s.table, f"Wide table {t.name}, source {s.name}")
+    to_version = latest_version(spark, uri) if version is None else int(version)
+    merged = merged_versions.get((s.table, t.consumer()))
+    if merged is not None and merged > to_version:
+        # A re-run of an older task finds its changes already merged: nothing to do, nothing moves back.
+        to_version = merged
+    return Input(s.table, uri, t.consumer(), merged, to_version)
+
+
+def _types(spark, t: WideTable, step: list[Source], inputs: dict[str, Input], uri: str) -> dict:
+    """Wide column -> Spark type: the wide table's own schema, then the step's sources (which must
+    agree with it), then other full-join sources for group fields this step nulls but does not carry."""
+    types: dict = {}
+    owner: dict[str, str] = {}
+    if is_delta_table(spark, uri):
+        for f in spark.read.format("delta").load(uri).schema.fields:
+            types[f.name], owner[f.name] = f.dataType, f"wide table {t.rel}"
+    for s in step:
+        inp = inputs[s.name]
+        schema = spark.read.format("delta").option("versionAsOf", inp.to_version).load(inp.uri).schema
+        mapping = {**s.key, **s.columns}  # a left join's key types follow the wide fk columns
+        require_columns(schema.fieldNames(), list(dict.fromkeys([*mapping.values(), *s.on.values()])),
+                        f"Wide table {t.name}, source {s.name} ({s.table}): column(s)")
+        for wide_col, src_col in mapping.items():
+            _agree(t, types, owner, wide_col, schema[src_col].dataType, f"source {s.name}")
+    for c in t.merged_columns([s for s in step if not s.is_left]) + [c for s in step for c in s.on]:
+        if c not in types:
+            _type_from_other_sources(spark, t, c, types, owner, uri)
+    return types
+
+
+def _agree(t, types, owner, col, dtype, who) -> None:
+    if col in types and types[col] != dtype:
+        raise SchemaDriftError(f"Wide table {t.name}: column {col!r} is {types[col].simpleString()} in "
+                               f"{owner[col]} but {dtype.simpleString()} in {who}")
+    types.setdefault(col, dtype)
+    owner.setdefault(col, who)
+
+
+def _type_from_other_sources(spark, t: WideTable, col: str, types, owner, uri: str) -> None:
+    wh_root = uri[: -len(t.rel) - 1]
+    for s in t.full_sources:
+        if col in s.columns and is_delta_table(spark, f"{wh_root}/{s.table}"):
+            dtype = spark.read.format("delta").load(f"{wh_root}/{s.table}").schema[s.columns[col]].dataType
+            _agree(t, types, owner, col, dtype, f"source {s.name}")
+            return
+    raise ConfigError(f"Wide table {t.name}: the type of column {col!r} is unknown: no snapshot of a source "
+                      f"providing it exists yet")
+
+
+def _full_events(spark, t: WideTable, full: list[Source], inputs: dict[str, Input], columns, types):
+    """Every source row written since the last merge as an event for the partial-update fold, or None."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType
+
+    seq_type = types[t.sequence_field] if t.sequence_field else IntegerType()
+    frames = []
+    for idx, s in enumerate(full):
+        inp = inputs[s.name]
+        cdf = read_changes(spark, inp.uri, inp.from_version, inp.to_version)
+        if cdf is None:
+            continue
+        cdf = cdf.where(F.col("_change_type").isin(*ROW_TYPES))
+        retracts = any(g in s.columns for g in t.sequence_groups)
+        if t.ignore_delete:
+            cdf = cdf.where(F.col("_change_type") != "delete")
+        elif inp.from_version is not None and not retracts:
+            _refuse_deletes(t, s, inp, cdf)
+        seq = (F.col(s.columns[t.sequence_field]) if t.sequence_field in s.columns else F.lit(None)).cast(seq_type)
+        order = F.struct(seq.alias("seq"), F.col("_commit_timestamp").alias("ts"), F.lit(idx).alias("source"),
+                         F.col("_commit_version").cast("long").alias("version"))
+        frames.append(cdf.select(
+            *[F.col(s.key[k]).cast(types[k]).alias(k) for k in t.primary_key],
+            order.alias(partial_update.ORDER),
+            (F.col("_change_type") == "delete").alias(partial_update.DELETE),
+            *[(F.col(s.columns[c]) if c in s.columns else F.lit(None)).cast(types[c]).alias(c) for c in columns],
+        ))
+    return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
+
+
+def _refuse_deletes(t: WideTable, s: Source, inp: Input, cdf) -> None:
+    from pyspark.sql import functions as F
+
+    src_key = [s.key[k] for k in t.primary_key]
+    sample = [r.asDict() for r in cdf.where(F.col("_change_type") == "delete").select(*src_key)
+              .limit(EXAMPLES).collect()]
+    if sample:
+        raise DataQualityError(
+            f"Wide table {t.name}: source {s.name} deleted row(s) with key(s) {sample} in versions "
+            f"{inp.from_version + 1}..{inp.to_version} of {inp.rel}. A partial update cannot apply a delete "
+            f"by default. Set ignore_delete=True to drop deletes, or put the source's fields in "
+            f"sequence_groups so a delete retracts its group's fields. Nothing was written."
+        )
+
+
+def _ensure_wide(spark, uri: str, wanted: list[str], types, md) -> None:
+    """Create the wide table (CDF + deletion vectors) or add the columns this step brings."""
+    from delta.tables import DeltaTable
+
+    with commit_metadata(spark, md):
+        if not is_delta_table(spark, uri):
+            builder = DeltaTable.createIfNotExists(spark).location(uri)
+            for col in wanted:
+                builder = builder.addColumn(col, types[col])
+            for prop, value in TABLE_PROPERTIES.items():
+                builder = builder.property(prop, value)
+            retry_on_conflict(builder.execute)()
+        existing = set(spark.read.format("delta").load(uri).columns)
+        missing = [c for c in wanted if c not in existing]
+        if missing:
+            added = ", ".join(f"`{c}` {types[c].simpleString()}" for c in missing)
+            retry_on_conflict(lambda: spark.sql(f"ALTER TABLE delta.`{uri}` ADD COLUMNS ({added})"))()
+
+
+def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md) -> dict | None:
+    from delta.tables import DeltaTable
+
+    if events is None:
+        return None
+    on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in t.primary_key)
+
+    @retry_on_conflict
+    def _merge():  # rebuilt on a conflict: the fold must start from the rows stored now
+        rows = partial_update.merged_rows(t, events, spark.read.format("delta").load(uri), columns, types)
+        (
+            DeltaTable.forPath(spark, uri).alias("t").merge(rows.alias("s"), on)
+            .whenMatchedUpdate(set={c: f"s.`{c}`" for c in columns})
+            .whenNotMatchedInsert(values={c: f"s.`{c}`" for c in (*t.primary_key, *columns)})
+            .execute()
+        )
+
+    with commit_metadata(spark, md):
+        _merge()
+    return md
+
+
+def _merge_left(spark, wh, t: WideTable, s: Source, right: Input, wide_in: Input, types, base_md) -> dict | None:
+    inp = reverse_index.LeftJoinInput(wide_in.uri, wide_in.from_version, wide_in.to_version,
+                                      right.uri, right.from_version, right.to_version)
+    index = reverse_index.index_uri(wh, t, s)
+    changes = reverse_index.fk_changes(spark, t, s, inp)
+    if changes is not None:
+        reverse_index.update_index(spark, index, t, s, changes, types)
+    rows = reverse_index.recompute(spark, t, s, inp, index, changes, types) if is_delta_table(spark, index) else None
+    if rows is None:
+        return None
+    md = {**base_md, "merged": [(right.rel, right.consumer, right.to_version),
+                                (wide_in.rel, wide_in.consumer, wide_in.to_version)]}
+    with commit_metadata(spark, md):
+        retry_on_conflict(lambda: reverse_index.merge_joined(spark, wide_in.uri, t, s, rows))()
+    return md
+
+
+def _stats(recent: list[dict], md: dict | None) -> dict[str, int]:
+    """Rows read, inserted and updated by the commit made with metadata ``md`` (zeros when the step
+    had nothing to merge or its MERGE changed nothing and so committed nothing)."""
+    metrics: dict[str, Any] = {}
+    if md is not None:
+        merged = [list(m) for m in md["merged"]]
+        metrics = next((e["operationMetrics"] for e in recent if e["metadata"].get("merged") == merged
+                        and e["metadata"].get("run_id") == md["run_id"]), {})
+    return {"source_rows": int(metrics.get("numSourceRows", 0)),
+            "inserted": int(metrics.get("numTargetRowsInserted", 0)),
+            "updated": int(metrics.get("numTargetRowsUpdated", 0))}

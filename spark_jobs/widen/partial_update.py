@@ -1,0 +1,138 @@
+"""Partial update (Apache Paimon's ``partial-update`` merge engine) as one Catalyst fold per key.
+
+The changed keys' input rows ("events": every insert, update after-image and delete of every source,
+since each source's last merged version) are grouped per key, sorted, and folded with
+``aggregate()`` onto the row stored in the wide table. Rows for keys without events are not read
+beyond the join that finds the stored rows, and only keys whose row actually changes reach the MERGE,
+so the wide table's Change Data Feed carries real changes only.
+
+Rules per field (``st`` = stored value, ``v`` = incoming value):
+
+* plain field: a null does not overwrite (``coalesce(v, st)``). With ``sequence_field`` S an event
+  whose S is smaller than the stored S only fills nulls (``coalesce(st, v)``), so a late row never
+  overwrites a newer one; S keeps its maximum.
+* field of sequence group G: only an event with a non-null G >= stored G (a stored null G is the
+  smallest) touches it, and then overwrites it *including with null*; G takes the event's value.
+  An event with a null G leaves the group alone.
+* aggregated field: ``agg(st, v)`` for a newer event, Paimon's reversed form for an older one (an
+  older event becomes the "first" value, is listed first, and is not the "last").
+* delete: only groups retract. A delete whose G >= stored G nulls the group's fields (``sum``
+  subtracts) and sets G; everything else is untouched. Deletes from sources without a group are an
+  error unless ``ignore_delete`` (decided by the job before any write).
+"""
+
+from __future__ import annotations
+
+from spark_jobs.errors import ConfigError
+from spark_jobs.widen.config import WideTable
+
+ORDER = "_ord"
+DELETE = "_delete"
+EXISTS = "_exists"
+
+
+def _agg(func: str, st, v, delimiter: str, newer):
+    """Aggregate ``v`` into ``st``; ``newer`` says whether the event is at least as new as the row."""
+    from pyspark.sql import functions as F
+
+    if func == "sum":
+        return F.coalesce(st + v, st, v)
+    if func == "max":
+        return F.greatest(st, v)
+    if func == "min":
+        return F.least(st, v)
+    forward, reverse = {
+        "first_value": (F.coalesce(st, v), F.coalesce(v, st)),
+        "last_value": (v, st),
+        "last_non_null_value": (F.coalesce(v, st), F.coalesce(st, v)),
+        "listagg": (F.concat_ws(delimiter, st, v), F.concat_ws(delimiter, v, st)),
+    }[func]
+    return F.when(newer, forward).otherwise(reverse)
+
+
+def _retract(func: str | None, st, v, null):
+    """What a group's retraction leaves in a field: ``sum`` takes the retracted amount off, the rest
+    become null."""
+    from pyspark.sql import functions as F
+
+    if func == "sum":
+        return F.when(v.isNull(), st).otherwise(F.coalesce(st, F.lit(0)) - v)
+    return null
+
+
+def fold_step(t: WideTable, columns: list[str], types: dict):
+    """The ``aggregate()`` merge function: (stored struct, event struct) -> new stored struct."""
+    from pyspark.sql import functions as F
+
+    seq = t.sequence_field if t.sequence_field in columns else None
+
+    def step(acc, e):
+        deleted = e[DELETE]
+        fields = []
+        for col in columns:
+            st, v, null = acc[col], e[col], F.lit(None).cast(types[col])
+            func = t.aggregations.get(col)
+            group = t.group_of(col)
+            if col in t.sequence_groups:  # a group's own sequence field G
+                newer = st.isNull() | (v >= st)
+                new = F.when(v.isNotNull() & newer, v).otherwise(st)
+            elif group:
+                g_in, g_st = e[group], acc[group]
+                newer = g_st.isNull() | (g_in >= g_st)
+                update = _agg(func, st, v, t.listagg_delimiter, newer) if func else F.when(newer, v).otherwise(st)
+                retract = F.when(newer, _retract(func, st, v, null)).otherwise(st)
+                new = F.when(g_in.isNull(), st).when(deleted, retract).otherwise(update)
+            elif col == seq:
+                new = F.when(deleted, st).otherwise(F.greatest(st, v))
+            else:
+                newer = (acc[seq].isNull() | (e[seq] >= acc[seq])) if seq else F.lit(True)
+                newer = F.coalesce(newer, F.lit(False))  # an event without S is older than any S
+                update = (_agg(func, st, v, t.listagg_delimiter, newer) if func
+                          else F.when(newer, F.coalesce(v, st)).otherwise(F.coalesce(st, v)))
+                new = F.when(deleted, st).otherwise(update)
+            fields.append(new.cast(types[col]).alias(col))
+        exists = (acc[EXISTS] | ~deleted).alias(EXISTS)
+        return F.struct(exists, *fields)
+
+    return step
+
+
+def check_types(t: WideTable, columns: list[str], types: dict) -> None:
+    from pyspark.sql.types import NumericType, StringType
+
+    for col in columns:
+        func = t.aggregations.get(col)
+        if func == "listagg" and not isinstance(types[col], StringType):
+            raise ConfigError(f"Wide table {t.name}: listagg on {col!r} needs a string column, "
+                              f"it is {types[col].simpleString()}")
+        if func == "sum" and not isinstance(types[col], NumericType):
+            raise ConfigError(f"Wide table {t.name}: sum on {col!r} needs a numeric column, "
+                              f"it is {types[col].simpleString()}")
+
+
+def merged_rows(t: WideTable, events, stored, columns: list[str], types: dict):
+    """Fold ``events`` (key, ``_ord``, ``_delete``, columns) onto ``stored`` (the wide table).
+
+    Returns key + columns + ``_exists_before`` for the keys whose row changes.
+    """
+    from pyspark.sql import functions as F
+
+    key = t.primary_key
+    event = F.struct(F.col(ORDER), F.col(DELETE), *[F.col(c) for c in columns])
+    per_key = events.groupBy(*key).agg(F.array_sort(F.collect_list(event)).alias("_events"))
+    current = stored.select(*key, F.struct(F.lit(True).alias(EXISTS),
+                                           *[F.col(c).cast(types[c]).alias(c) for c in columns]).alias("_st"))
+    empty = F.struct(F.lit(False).alias(EXISTS), *[F.lit(None).cast(types[c]).alias(c) for c in columns])
+    joined = per_key.join(current, key, "left")
+    before = F.coalesce(F.col("_st"), empty)
+    after = F.aggregate(F.col("_events"), before, fold_step(t, columns, types))
+    same = F.lit(True)
+    for c in columns:
+        same = same & F.col(f"_before.`{c}`").eqNullSafe(F.col(f"_after.`{c}`"))
+    changed = F.col(f"_after.{EXISTS}") & (~F.col(f"_before.{EXISTS}") | ~same)
+    return (
+        joined.select(*key, before.alias("_before"), after.alias("_after"))
+        .where(changed)
+        .select(*key, *[F.col(f"_after.`{c}`").alias(c) for c in columns],
+                F.col(f"_before.{EXISTS}").alias("_exists_before"))
+    )

@@ -1,0 +1,124 @@
+"""Left joins with a reverse index: late, changed and deleted right rows reach every left row.
+
+For a left join ``wide.fk -> right.key`` the index ``_system/wide_index/<wide>/<source>`` holds one
+row per wide key with its current foreign key (fk -> set of wide keys, stored flat). Each run:
+
+1. the wide table's Change Data Feed since the last run, netted per key and compared on the fk
+   columns only, says which wide rows are new or changed their fk (or are gone): the index is MERGEd
+   with just those rows;
+2. the right table's Change Data Feed since its last merged version says which right keys were
+   inserted, updated or deleted;
+3. the rows to recompute are the new/moved wide rows plus the index entries pointing at changed right
+   keys; they are joined to the right table at its exact version (no match: nulls), and only rows
+   whose joined columns differ are MERGEd into the wide table.
+
+So a right row arriving days after its left rows, or changing, or vanishing, rewrites exactly the
+wide rows that reference it; the work follows the changes, never a re-join of the whole wide table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spark_jobs.diff import net_changes
+from spark_jobs.lake import Warehouse, ensure_system_table, retry_on_conflict
+from spark_jobs.widen.changes import read_changes
+from spark_jobs.widen.config import Source, WideTable
+
+
+@dataclass
+class LeftJoinInput:
+    """The version ranges a left-join step reads: the wide table (for fk changes) and the right table."""
+    wide_uri: str
+    wide_from: int | None
+    wide_to: int
+    right_uri: str
+    right_from: int | None
+    right_to: int
+
+
+def index_uri(wh: Warehouse, t: WideTable, s: Source) -> str:
+    return wh.system(f"wide_index/{t.name}/{s.name}")
+
+
+def _on(cols: list[str], left: str = "t", right: str = "s") -> str:
+    return " AND ".join(f"{left}.`{c}` = {right}.`{c}`" for c in cols)
+
+
+def fk_changes(spark, t: WideTable, s: Source, inp: LeftJoinInput):
+    """Wide keys that appeared, changed their fk or disappeared in the range: key, fk, ``_gone``."""
+    from pyspark.sql import functions as F
+
+    fk = list(s.on)
+    cdf = read_changes(spark, inp.wide_uri, inp.wide_from, inp.wide_to)
+    if cdf is None:
+        return None
+    net = net_changes(cdf, t.primary_key, fk, fk).where(F.col("_change_type") != "update_preimage")
+    return net.select(*t.primary_key, *fk, (F.col("_change_type") == "delete").alias("_gone"))
+
+
+def update_index(spark, uri: str, t: WideTable, s: Source, changes, types: dict) -> None:
+    """Point each changed wide key at its new fk; forget keys that are gone or whose fk is null."""
+    from delta.tables import DeltaTable
+
+    fk = list(s.on)
+    ddl = ", ".join(f"`{c}` {types[c].simpleString()}" for c in (*t.primary_key, *fk))
+    ensure_system_table(spark, uri, ddl)
+    dropped = "s._gone OR " + " OR ".join(f"s.`{c}` IS NULL" for c in fk)
+    kept = {c: f"s.`{c}`" for c in (*t.primary_key, *fk)}
+
+    @retry_on_conflict
+    def _merge():
+        (
+            DeltaTable.forPath(spark, uri).alias("t").merge(changes.alias("s"), _on(t.primary_key))
+            .whenMatchedDelete(condition=dropped)
+            .whenMatchedUpdate(set=kept)
+            .whenNotMatchedInsert(condition=f"NOT ({dropped})", values=kept)
+            .execute()
+        )
+
+    _merge()
+
+
+def recompute(spark, t: WideTable, s: Source, inp: LeftJoinInput, index: str, changes, types: dict):
+    """The wide rows to rewrite (key + this join's columns), or ``None`` when nothing changed."""
+    from pyspark.sql import functions as F
+
+    fk = list(s.on)
+    right_key = [s.on[c] for c in fk]
+    right_cdf = read_changes(spark, inp.right_uri, inp.right_from, inp.right_to)
+    parts = []
+    if changes is not None:
+        parts.append(changes.where(~F.col("_gone")).select(*t.primary_key, *fk))
+    if right_cdf is not None:
+        values = list(dict.fromkeys(s.columns.values()))
+        changed = (
+            net_changes(right_cdf, right_key, values, values)
+            .select(*[F.col(r).alias(w) for w, r in s.on.items()]).distinct()
+        )
+        entries = spark.read.format("delta").load(index)
+        parts.append(entries.join(changed, fk).select(*t.primary_key, *fk))
+    if not parts:
+        return None
+    affected = parts[0]
+    for part in parts[1:]:
+        affected = affected.unionByName(part)
+    affected = affected.dropDuplicates(t.primary_key)
+    right = (
+        spark.read.format("delta").option("versionAsOf", inp.right_to).load(inp.right_uri)
+        .select(*[F.col(r).cast(types[w]).alias(w) for w, r in s.on.items()],
+                *[F.col(src).cast(types[w]).alias(w) for w, src in s.columns.items()])
+    )
+    return affected.join(right, fk, "left").select(*t.primary_key, *s.columns)
+
+
+def merge_joined(spark, uri: str, t: WideTable, s: Source, rows) -> None:
+    """Write the recomputed joined columns into existing wide rows, only where they differ."""
+    from delta.tables import DeltaTable
+
+    differs = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in s.columns)
+    (
+        DeltaTable.forPath(spark, uri).alias("t").merge(rows.alias("s"), _on(t.primary_key))
+        .whenMatchedUpdate(condition=differs, set={c: f"s.`{c}`" for c in s.columns})
+        .execute()
+    )
