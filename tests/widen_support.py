@@ -56,6 +56,9 @@ class Lake:
         return job(self.spark, "widen", self.warehouse, wide=wide, sources=sources, versions=versions,
                    run_id=f"widen-{self.runs}", logical_date=(BASE + timedelta(hours=self.runs)).isoformat())
 
+    def job(self, name: str, **spec: Any) -> dict[str, Any]:
+        return job(self.spark, name, self.warehouse, **spec)
+
     def widen_error(self, wide: dict[str, Any], **spec: Any) -> dict[str, Any]:
         self.runs += 1
         return job_error(self.spark, "widen", self.warehouse, wide=wide, run_id=f"widen-{self.runs}", **spec)
