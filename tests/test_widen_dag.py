@@ -23,9 +23,9 @@ def _load_dag_module():
 def test_the_dag_file_loads_without_import_errors():
     from airflow.dag_processing.dagbag import DagBag
 
-    bag = DagBag(dag_folder=str(DAG_FILE), include_examples=False)
+    bag = DagBag(dag_folder=str(DAG_FILE))
     assert bag.import_errors == {}
-    dag = bag.get_dag("wide_orders")
+    dag = bag.dags["wide_orders"]
     assert {t.task_id for t in dag.tasks} == {
         "extract_sources", "order_detail.snapshot_order_info", "order_detail.snapshot_order_address",
         "order_detail.snapshot_customer", "order_detail.full_join_orders", "order_detail.left_join_customer",

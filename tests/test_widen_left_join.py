@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.widen_support import Lake
 
 INFO = "order_id INT, customer_id STRING, amount INT"
@@ -12,6 +14,7 @@ WIDE = {"name": "orders", "primary_key": ["order_id"],
                      "columns": {"customer_name": "name"}}]}
 
 
+@pytest.mark.timeout(1800)  # six widen runs: minutes when the machine's cores are shared
 def test_late_updated_deleted_right_rows_and_moving_foreign_keys(spark, warehouse):
     lake = Lake(spark, warehouse)
     wide = lambda: lake.wide("orders", "order_id", "customer_id", "customer_name")  # noqa: E731

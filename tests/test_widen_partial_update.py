@@ -17,6 +17,7 @@ def lake(spark, warehouse):
     return Lake(spark, warehouse)
 
 
+@pytest.mark.timeout(1800)  # six versions, six widen runs
 def test_worked_case_row_by_row(lake):
     steps = [
         ((1, 1, 1, 1, 1, 1, 1), (1, 1, 1, 1, 1, 1, 1)),
@@ -27,8 +28,8 @@ def test_worked_case_row_by_row(lake):
         ((1, 5, 5, 3, 5, None, 4), (1, 4, 4, 4, 5, None, 4)),   # null overwrites inside a group
     ]
     for written, expected in steps:
-        lake.record("sg_in", [written], SG_SCHEMA, "k")
-        lake.widen(SG)
+        version = lake.record("sg_in", [written], SG_SCHEMA, "k")
+        lake.widen(SG, versions={"sg_in": version})
         assert lake.wide("sg", "k", "a", "b", "g_1", "c", "d", "g_2") == [expected], written
     assert lake.wide("sg", "a", "b") == [(4, 4)]
     assert lake.wide("sg", "c", "d") == [(5, None)]
