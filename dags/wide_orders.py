@@ -109,5 +109,7 @@ with DAG(
         },
         publish={"consumer": "app", "mode": "upsert",
                  "destination": {"type": "sqlite", "database": DESTINATION, "table": "order_detail"}},
+        # demo-sized data: a handful of shuffle partitions instead of Spark's 200 per shuffle
+        spark_conf={"spark.sql.shuffle.partitions": "4"},
     )
     extract_sources() >> wide
