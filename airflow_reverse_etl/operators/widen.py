@@ -56,6 +56,7 @@ class WidenTableOperator(ReverseEtlJobOperator):
         if unknown:
             raise ConfigError(f"Wide table {self.wide.name}: inputs for unknown source(s) {unknown}")
         self.inputs = inputs or {}
+        self.declare_outlets(self.wide.rel)
 
     def build_spec(self, context):
         versions = {name: version_of(self.wide.source(name).table, value) for name, value in self.inputs.items()}
