@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import posixpath
 import sys
 import tempfile
 import uuid
@@ -145,15 +146,10 @@ class SparkJobHook(BaseHook):
                 name: str | None = None) -> dict[str, Any]:
         """Submit ``job`` with ``spec``; ``secrets`` (env var -> value) reach the Spark process only
         through its environment. Raise :class:`JobFailed` with the job's message if it failed."""
-        import fsspec
-
         spec = {**spec, "job": job, "warehouse": spec.get("warehouse") or self.warehouse}
         job_dir = self._job_dir(job)
         spec_uri, result_uri = f"{job_dir}/spec.json", f"{job_dir}/result.json"
-        fs, _ = fsspec.core.url_to_fs(job_dir)
-        fs.makedirs(job_dir, exist_ok=True)
-        with fsspec.open(spec_uri, "w") as handle:
-            json.dump(spec, handle, indent=2, default=str)
+        self._write_spec(spec_uri, spec)
 
         jars, conf = self._jars_and_conf()
         self._submit_hook = _LocalDefaultSparkSubmitHook(
@@ -180,6 +176,17 @@ class SparkJobHook(BaseHook):
                             + (f"\n{error['traceback']}" if error.get("traceback") else ""))
         result["job_dir"] = job_dir
         return result
+
+    @staticmethod
+    def _write_spec(uri: str, spec: dict[str, Any]) -> None:
+        """Write the spec through fsspec: any warehouse URI with an fsspec filesystem works (``s3a://``
+        maps to s3fs, credentials from the usual AWS environment/instance profile)."""
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(uri)
+        fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        with fs.open(path, "w") as handle:
+            json.dump(spec, handle, indent=2, default=str)
 
     @staticmethod
     def _read_result(uri: str) -> dict[str, Any] | None:
