@@ -72,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     spec = json.loads(read_text(spark, args.spec))
     result = run(spark, spec)
+    # Where the job ran, so the task's XCom and log point at the cluster application (and its UI).
+    context = spark.sparkContext
+    result["spark"] = {"master": context.master, "application_id": context.applicationId,
+                       "deploy_mode": context.getConf().get("spark.submit.deployMode", "client")}
     write_text(spark, args.result, json.dumps(result, default=str, indent=2))
     print(f"airflow-reverse-etl: job {spec.get('job')} {result['status']} in {result['duration_s']}s")
     spark.stop()
