@@ -116,7 +116,9 @@ def cluster_client(spark_cluster, tmp_path, monkeypatch) -> ClusterClient:
         "spark.ui.enabled": "false",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
+        # Tiny tables on a 2-core machine: fewer partitions for shuffles and Delta's log replay.
         "spark.sql.shuffle.partitions": "4",
+        "spark.databricks.delta.snapshotPartitions": "2",
     }
     (conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in defaults.items()))
     monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
