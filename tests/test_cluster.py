@@ -32,12 +32,16 @@ DAYS = ["2026-01-01", "2026-01-02"]  # day 1: inserts; day 2: updates, a move, a
 
 
 def load_demo(demo_dir: Path, monkeypatch):
-    """Import dags/reverse_etl_demo.py with its paths under ``demo_dir`` (it reads ARETL_DEMO_DIR)."""
+    """dags/reverse_etl_demo.py with its paths under ``demo_dir`` (it reads ARETL_DEMO_DIR): the module
+    (for its data) and the DAG as Airflow's DagBag loads it."""
+    from airflow.models.dagbag import DagBag
+
     monkeypatch.setenv("ARETL_DEMO_DIR", str(demo_dir))
-    spec = importlib.util.spec_from_file_location("reverse_etl_demo_on_cluster", REPO / "dags" / "reverse_etl_demo.py")
+    spec = importlib.util.spec_from_file_location("reverse_etl_demo_data", REPO / "dags" / "reverse_etl_demo.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    dag = DagBag(dag_folder=str(REPO / "dags")).get_dag("reverse_etl_demo")
+    return module, dag
 
 
 def crm_rows(database: str) -> list[tuple]:
@@ -70,16 +74,17 @@ def test_executor_python_lacks_the_project(cluster_client):
     assert out.stdout.strip() == "absent", out
 
 
+@pytest.mark.timeout(2400)  # 6 spark-submits on a shared 2-core machine
 def test_demo_dag_runs_unchanged_on_a_standalone_cluster(airflow_db, spark_cluster, cluster_client,
                                                           tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", spark_cluster.master_url)
     warehouse = tmp_path / "warehouse"
     monkeypatch.setenv("AIRFLOW__REVERSE_ETL__WAREHOUSE", str(warehouse))
-    demo = load_demo(tmp_path / "demo", monkeypatch)
+    demo, dag = load_demo(tmp_path / "demo", monkeypatch)
 
     syncs = []
     for day in DAYS:
-        run = demo.dag.test(logical_date=pendulum.parse(day))
+        run = dag.test(logical_date=pendulum.parse(day))
         states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
         assert set(states.values()) == {"success"}, f"{day}: {states}"
         assert crm_rows(demo.CRM_DATABASE) == expected_crm(demo, day), day

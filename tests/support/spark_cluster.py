@@ -85,6 +85,8 @@ class ClusterClient:
         """Per finished application: its id, name, Spark properties and the executor of each task."""
         apps = []
         for log in sorted(self.event_log_dir.iterdir()):
+            if log.suffix == ".inprogress":  # an application still running (or killed)
+                continue
             app = {"file": log.name, "properties": {}, "task_executors": [], "task_hosts": set()}
             for line in log.read_text().splitlines():
                 event = json.loads(line)
@@ -113,6 +115,8 @@ def cluster_client(spark_cluster, tmp_path, monkeypatch) -> ClusterClient:
         "spark.pyspark.driver.python": sys.executable,
         "spark.eventLog.enabled": "true",
         "spark.eventLog.dir": events.as_uri(),
+        "spark.eventLog.rolling.enabled": "false",  # one plain JSON-lines file per application
+        "spark.eventLog.compress": "false",
         "spark.ui.enabled": "false",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
