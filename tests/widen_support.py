@@ -1,12 +1,12 @@
-"""Test support for wide tables: record source snapshots through the real snapshot job, run widen
-steps in-process, read the wide table back."""
+"""Test support for wide tables: record source snapshot versions, run widen steps in-process, read the
+wide table back."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from tests.helpers import job, job_error, rows_of, write_parquet
+from tests.helpers import job, job_error, rows_of
 
 BASE = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -17,21 +17,11 @@ class Lake:
     def __init__(self, spark, warehouse: str):
         self.spark, self.warehouse, self.runs = spark, warehouse, 0
 
-    def snap(self, name: str, rows: list[tuple], schema: str, key: str | list[str]) -> int:
-        """Record ``rows`` as the next version of ``snapshots/<name>`` through the snapshot job."""
-        self.runs += 1
-        path = f"{self.warehouse}/_input/{name}/{self.runs}"
-        write_parquet(self.spark, path, rows, schema)
-        result = job(self.spark, "snapshot", self.warehouse, name=name, run_id=f"snap-{self.runs}",
-                     logical_date=(BASE + timedelta(hours=self.runs)).isoformat(),
-                     source={"format": "parquet", "path": path, "schema": schema},
-                     primary_key=[key] if isinstance(key, str) else key)
-        return result["version"]
-
     def record(self, name: str, rows: list[tuple], schema: str, key: str | list[str]) -> int:
         """Record ``rows`` as the next version of ``snapshots/<name>`` the way the snapshot job does
         (one MERGE: changed rows updated, new keys inserted, vanished keys deleted, CDF on), without
-        its source read and key checks: most widen tests need many versions and Spark time is scarce."""
+        its source read and key checks: widen tests need many versions and Spark time is scarce. The
+        real snapshot job feeds the widen job in the wide_orders DAG test."""
         from delta.tables import DeltaTable
 
         uri = f"{self.warehouse}/snapshots/{name}"

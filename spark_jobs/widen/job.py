@@ -76,7 +76,7 @@ def run_widen(spark, spec: dict[str, Any]) -> dict[str, Any]:
     if left and not full and not is_delta_table(spark, uri):
         raise ConfigError(f"Wide table {t.name} does not exist yet: merge its full-join sources "
                           f"{[s.name for s in t.full_sources]} before the left join(s) {[s.name for s in left]}")
-    types = _types(spark, t, step, inputs, uri)
+    types = _types(spark, wh, t, step, inputs)
     columns = t.merged_columns(full)
     partial_update.check_types(t, columns, types)
     events = _full_events(spark, t, full, inputs, columns, types)  # refuses deletes before any write
@@ -148,11 +148,12 @@ def _input(spark, wh: Warehouse, t: WideTable, s: Source, version, merged_versio
     return Input(s.table, uri, t.consumer(), merged, to_version)
 
 
-def _types(spark, t: WideTable, step: list[Source], inputs: dict[str, Input], uri: str) -> dict:
+def _types(spark, wh: Warehouse, t: WideTable, step: list[Source], inputs: dict[str, Input]) -> dict:
     """Wide column -> Spark type: the wide table's own schema, then the step's sources (which must
     agree with it), then other full-join sources for group fields this step nulls but does not carry."""
     types: dict = {}
     owner: dict[str, str] = {}
+    uri = wh.uri(t.rel)
     if is_delta_table(spark, uri):
         for f in spark.read.format("delta").load(uri).schema.fields:
             types[f.name], owner[f.name] = f.dataType, f"wide table {t.rel}"
@@ -166,7 +167,7 @@ def _types(spark, t: WideTable, step: list[Source], inputs: dict[str, Input], ur
             _agree(t, types, owner, wide_col, schema[src_col].dataType, f"source {s.name}")
     for c in t.merged_columns([s for s in step if not s.is_left]) + [c for s in step for c in s.on]:
         if c not in types:
-            _type_from_other_sources(spark, t, c, types, owner, uri)
+            _type_from_other_sources(spark, wh, t, c, types, owner)
     return types
 
 
@@ -178,11 +179,10 @@ def _agree(t, types, owner, col, dtype, who) -> None:
     owner.setdefault(col, who)
 
 
-def _type_from_other_sources(spark, t: WideTable, col: str, types, owner, uri: str) -> None:
-    wh_root = uri[: -len(t.rel) - 1]
+def _type_from_other_sources(spark, wh: Warehouse, t: WideTable, col: str, types, owner) -> None:
     for s in t.full_sources:
-        if col in s.columns and is_delta_table(spark, f"{wh_root}/{s.table}"):
-            dtype = spark.read.format("delta").load(f"{wh_root}/{s.table}").schema[s.columns[col]].dataType
+        if col in s.columns and is_delta_table(spark, wh.uri(s.table)):
+            dtype = spark.read.format("delta").load(wh.uri(s.table)).schema[s.columns[col]].dataType
             _agree(t, types, owner, col, dtype, f"source {s.name}")
             return
     raise ConfigError(f"Wide table {t.name}: the type of column {col!r} is unknown: no snapshot of a source "
