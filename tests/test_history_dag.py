@@ -50,7 +50,7 @@ def seed_source(spark, path):
 
 
 @pytest.mark.spark_submit
-@pytest.mark.timeout(2400)
+@pytest.mark.timeout(3600)
 def test_backfill_history_dag(spark, warehouse, tmp_path, airflow_db):
     source = f"{warehouse}/raw/customers"
     seed_source(spark, source)
@@ -60,7 +60,7 @@ def test_backfill_history_dag(spark, warehouse, tmp_path, airflow_db):
                                                          "append": True}),
            "AIRFLOW__OPENLINEAGE__NAMESPACE": "aretl-test"}
     proc = subprocess.run([sys.executable, "-c", RUN_DAG, str(REPO / "dags" / "backfill_history.py"), source,
-                           warehouse], env=env, capture_output=True, text=True, timeout=1500)
+                           warehouse], env=env, capture_output=True, text=True, timeout=3300)
     states = [line for line in proc.stdout.splitlines() if line.startswith("STATES ")]
     assert states, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert json.loads(states[0][7:]) == {t: "success" for t in (
