@@ -72,6 +72,7 @@ def test_executor_python_lacks_the_project(cluster_client):
     out = subprocess.run([str(cluster_client.executor_python), "-c", probe], env=env, cwd="/",
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "absent", out
+    assert cluster_client.executor_python_launches() == 1
 
 
 @pytest.mark.timeout(2400)  # 6 spark-submits on a shared 2-core machine
@@ -110,3 +111,5 @@ def test_demo_dag_runs_unchanged_on_a_standalone_cluster(airflow_db, spark_clust
     assert len(sync_apps) == len(DAYS)
     for app in sync_apps:
         assert app["task_executors"] and "driver" not in app["task_executors"], app["task_executors"]
+    # ...and their Python workers were started through the executor Python that lacks this project.
+    assert cluster_client.executor_python_launches() >= len(DAYS)

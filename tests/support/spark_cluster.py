@@ -68,6 +68,8 @@ def executor_python(directory: Path) -> Path:
     launcher.write_text(
         "#!/bin/sh\n"
         "# Executor Python of a worker that has pyspark and libraries, but not airflow-reverse-etl.\n"
+        "# Each start leaves its pid in executor-python.launches, so a test can see it was used.\n"
+        f'echo $$ >> "{directory}/executor-python.launches"\n'
         f'export PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{site_packages}"\n'
         f'exec "{sys.executable}" -S "$@"\n'
     )
@@ -80,6 +82,11 @@ class ClusterClient:
     conf_dir: Path
     event_log_dir: Path
     executor_python: Path
+
+    def executor_python_launches(self) -> int:
+        """How many Python processes the executors started through :attr:`executor_python`."""
+        launches = self.executor_python.parent / "executor-python.launches"
+        return len(launches.read_text().split()) if launches.exists() else 0
 
     def applications(self) -> list[dict]:
         """Per finished application: its id, name, Spark properties and the executor of each task."""
