@@ -86,6 +86,15 @@ wait_for_log() {
   die "the $name did not log '$pattern' within ${timeout}s (log: $dir/logs/$name.out)"
 }
 
+# Fail early and clearly when another process (e.g. a cluster of another checkout) holds a port:
+# Spark would otherwise silently move to the next free port.
+check_port_free() {
+  local port=$1 what=$2
+  if (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null; then
+    die "port $port ($what) on $host is already in use; stop that process or set the ARETL_SPARK_*_PORT variables"
+  fi
+}
+
 stop_daemon() {
   local name=$1 class=$2 pid i
   if pid=$(running_pid "$name" "$class"); then
@@ -112,11 +121,15 @@ start() {
   home=$(spark_home)
   mkdir -p "$dir/logs" "$dir/work" "$dir/conf"
   if ! running_pid master "$master_class" >/dev/null; then
+    check_port_free "$master_port" "master"
+    check_port_free "$master_ui_port" "master web UI"
     log "starting the master on $master_url (web UI http://$host:$master_ui_port)"
     launch master "$master_class" --host "$host" --port "$master_port" --webui-port "$master_ui_port"
     wait_for_log master "Starting Spark master at $master_url" 60 "$master_class"
   fi
   if ! running_pid worker "$worker_class" >/dev/null; then
+    check_port_free "$worker_port" "worker"
+    check_port_free "$worker_ui_port" "worker web UI"
     log "starting a worker with $worker_cores cores and $worker_memory"
     launch worker "$worker_class" --host "$host" --port "$worker_port" --webui-port "$worker_ui_port" \
       --cores "$worker_cores" --memory "$worker_memory" --work-dir "$dir/work" "$master_url"
