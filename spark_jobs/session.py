@@ -34,19 +34,21 @@ def local_jars(jars_dir: str | None) -> list[str]:
 
 
 def build_session(
-    app_name: str = "airflow-reverse-etl",
+    app_name: str | None = None,
     master: str | None = None,
     jars_dir: str | None = None,
     conf: dict[str, str] | None = None,
 ):
     """Get or create a SparkSession with Delta enabled.
 
-    ``master``/``jars_dir`` are for in-process use (tests, benchmarks); under spark-submit leave them
-    unset so the command line decides.
+    ``app_name``/``master``/``jars_dir`` are for in-process use (tests, benchmarks); under spark-submit
+    leave them unset so the command line decides (``--name`` is the Airflow ``dag.task``).
     """
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
+    builder = SparkSession.builder
+    if app_name:
+        builder = builder.appName(app_name)
     if master:
         builder = builder.master(master)
     jars = local_jars(jars_dir)
