@@ -13,6 +13,7 @@ Sinks must be idempotent: upsert and delete by key, so a resend after a failure 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
@@ -29,6 +30,9 @@ class ChangeRecord:
     key: dict[str, Any]
     data: dict[str, Any]
     change: str
+    #: The source key as canonical JSON (Spark's ``to_json`` of the key struct): how the reject ledger
+    #: names the record, so a rejected row can be found again in the snapshot on the next run.
+    id: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,21 @@ class SinkConfig:
     def options(self) -> dict[str, Any]:
         return self.destination
 
+    @property
+    def connection(self) -> dict[str, Any]:
+        """The public fields of the destination's Airflow connection (host, port, login, schema)."""
+        return dict(self.destination.get("connection") or {})
+
+    @property
+    def password(self) -> str | None:
+        return self.secrets.get("password")
+
+    def connection_extra(self) -> dict[str, Any]:
+        """The connection's extras. They often hold tokens and headers, so they travel as a secret
+        (JSON in an environment variable) like the password, never in the spec."""
+        raw = self.secrets.get("extra")
+        return json.loads(raw) if raw else {}
+
 
 class Sink:
     """Base class of destinations. Subclasses set ``name`` and implement :meth:`write_batch`."""
@@ -79,8 +98,11 @@ class Sink:
     #: Most partitions that may write at once (None: as many as Spark runs). A single-writer
     #: destination such as a SQLite file says 1.
     max_parallelism: ClassVar[int | None] = None
-    #: Secrets the sink needs, as {name: spec key naming the environment variable}.
-    secret_keys: ClassVar[tuple[str, ...]] = ()
+    #: Records per batch when the sync does not say (a bulk destination wants bigger batches).
+    batch_size: ClassVar[int] = 500
+    #: Most batches one partition may have in flight at once (None: what the sync asks for). A sink
+    #: whose client already pipelines (Kafka's producer) says 1.
+    max_concurrency: ClassVar[int | None] = None
 
     def __init__(self, config: SinkConfig):
         self.config = config
@@ -103,3 +125,19 @@ class Sink:
 
     def close(self) -> None:
         """Release the connection; called even when a batch failed."""
+
+
+class FrameSink(Sink):
+    """A destination Spark writes itself (Delta, Parquet): instead of batches on executors it receives
+    the whole operations frame on the driver and applies it in one distributed Spark action, which
+    is atomic where the format allows. There are no per-record rejects: the write succeeds or fails.
+    """
+
+    def write_frame(self, spark, frame) -> dict[str, int]:
+        """Apply ``frame`` (destination fields plus ``_op`` and ``_change``); return the stats
+        (``sent``, ``inserted``, ``updated``, ``deleted``) as a :class:`~spark_jobs.sinks.core.Stats`
+        dict."""
+        raise NotImplementedError
+
+    def write_batch(self, records: Sequence[ChangeRecord]) -> list[Outcome]:
+        raise TypeError(f"Sink {self.name!r} writes whole frames on the driver, not batches")

@@ -1,17 +1,26 @@
-"""The shared delivery machinery every sink runs under: batching, retries with exponential backoff and
-jitter (honouring ``Retry-After``), per-record outcomes and stats.
+"""The shared delivery machinery every sink runs under: batching, concurrency and rate limiting inside a
+partition, retries with exponential backoff and jitter (honouring ``Retry-After``), per-record
+outcomes, stats and progress lines.
 
 :func:`deliver_partition` runs on an executor over one partition of the change set and yields
 *outcome rows* — one stats row per partition plus one row per rejected record — which the sync job
 writes out once and aggregates. Nothing proportional to the data ever reaches the driver.
+
+Concurrency: with ``concurrency > 1`` a partition keeps that many batches in flight on a thread pool,
+each thread with its own sink instance (sinks need not be thread-safe). This is safe because a change
+set holds one net change per key, so no two in-flight batches touch the same key.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import sys
+import threading
 import time
-from dataclasses import asdict, dataclass
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
@@ -21,7 +30,7 @@ from spark_jobs.errors import DestinationError
 
 log = logging.getLogger("airflow_reverse_etl.sink")
 
-OUTCOME_DDL = "kind STRING, op STRING, key STRING, error STRING, attempts INT, stats STRING"
+OUTCOME_DDL = "kind STRING, op STRING, change STRING, key STRING, error STRING, attempts INT, stats STRING"
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,8 @@ class DeliveryPolicy:
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
     progress_every: float = 10.0  # seconds between progress lines in the log
+    concurrency: int = 1  # batches in flight at once inside one partition
+    rate_limit: float | None = None  # records per second for this partition (the sync splits its own)
 
 
 @dataclass
@@ -42,6 +53,8 @@ class Stats:
     rejected: int = 0
     retried: int = 0
     batches: int = 0
+    #: records per destination operation and outcome, e.g. {"upsert.ok": 9, "upsert.rejected": 1}
+    outcomes: dict[str, int] = field(default_factory=dict)
 
     def delivered(self, record: ChangeRecord) -> None:
         self.sent += 1
@@ -51,10 +64,43 @@ class Stats:
             self.updated += 1
         else:
             self.inserted += 1
+        self.count(record.op, "ok")
 
-    def add(self, other: dict[str, int]) -> None:
+    def count(self, op: str, outcome: str, n: int = 1) -> None:
+        name = f"{op}.{outcome}"
+        self.outcomes[name] = self.outcomes.get(name, 0) + n
+
+    def add(self, other: dict[str, Any]) -> None:
         for name, value in other.items():
-            setattr(self, name, getattr(self, name) + int(value or 0))
+            if name == "outcomes":
+                for outcome, n in (value or {}).items():
+                    self.outcomes[outcome] = self.outcomes.get(outcome, 0) + int(n)
+            else:
+                setattr(self, name, getattr(self, name) + int(value or 0))
+
+
+class RateLimiter:
+    """Token bucket shared by a partition's threads: on average at most ``rate`` records per second.
+
+    The bucket starts empty and holds at most one second's worth, so the limit holds from the first
+    batch and an idle spell does not buy a burst bigger than that."""
+
+    def __init__(self, rate: float):
+        if rate <= 0:
+            raise ValueError(f"rate_limit must be positive, got {rate}")
+        self.rate = float(rate)
+        self.tokens = 0.0
+        self.last = time.monotonic()
+        self.lock = threading.Lock()
+
+    def acquire(self, n: int) -> None:
+        with self.lock:
+            now = time.monotonic()
+            self.tokens = min(self.rate, self.tokens + (now - self.last) * self.rate) - n
+            self.last = now
+            wait = -self.tokens / self.rate if self.tokens < 0 else 0.0
+        if wait:
+            time.sleep(wait)
 
 
 class _PendingRecords(RetryableError):
@@ -101,6 +147,8 @@ def send_batch(sink: Sink, batch: list[ChangeRecord], policy: DeliveryPolicy, st
                     rejects.append((record, f"still failing after {attempts} attempts: {outcome.reason}", attempts))
                 else:
                     again.append(record)
+            else:
+                raise DestinationError(f"Sink {sink.name!r} returned {outcome!r}, not None/Rejected/Retry")
         pending = again
         if pending:
             raise _PendingRecords(f"{len(pending)} record(s) to retry")
@@ -126,6 +174,8 @@ def send_batch(sink: Sink, batch: list[ChangeRecord], policy: DeliveryPolicy, st
         ) from exc
     stats.batches += 1
     stats.rejected += len(rejects)
+    for record, _, _ in rejects:
+        stats.count(record.op, "rejected")
     return rejects
 
 
@@ -140,6 +190,88 @@ def chunks(records: Iterable[ChangeRecord], size: int) -> Iterator[list[ChangeRe
         yield batch
 
 
+class _Lanes:
+    """One sink and one Stats per sending thread, opened on first use and all closed at the end."""
+
+    def __init__(self, make_sink: Callable[[], Sink], policy: DeliveryPolicy):
+        self.make_sink = make_sink
+        self.policy = policy
+        self.local = threading.local()
+        self.opened: list[tuple[Sink, Stats]] = []
+        self.lock = threading.Lock()
+
+    def _lane(self) -> tuple[Sink, Stats]:
+        lane = getattr(self.local, "lane", None)
+        if lane is None:
+            sink = self.make_sink()
+            lane = (sink, Stats())
+            with self.lock:
+                self.opened.append(lane)
+            sink.open()
+            self.local.lane = lane
+        return lane
+
+    def send(self, batch: list[ChangeRecord]) -> list[tuple]:
+        sink, stats = self._lane()
+        return send_batch(sink, batch, self.policy, stats)
+
+    @property
+    def name(self) -> str:
+        return self.opened[0][0].name if self.opened else "sink"
+
+    def stats(self) -> Stats:
+        total = Stats()
+        for _, stats in list(self.opened):
+            total.add(asdict(stats))
+        return total
+
+    def close(self) -> None:
+        for sink, _ in self.opened:
+            sink.close()
+
+
+def _executor_logging() -> None:
+    """Python workers have no logging set up: send our progress lines to stderr, which lands in the
+    executor's log (the task log itself when Spark runs in local mode)."""
+    if not log.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+
+
+def _partition_id() -> int | None:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.partitionId() if context else None
+
+
+def _sent_batches(batches: Iterator[list[ChangeRecord]], lanes: _Lanes, policy: DeliveryPolicy,
+                  limiter: RateLimiter | None) -> Iterator[list[tuple]]:
+    """Send every batch, yielding each batch's rejects; up to ``concurrency`` batches in flight, at
+    most twice that many read ahead (so memory stays bounded whatever the partition's size)."""
+    if policy.concurrency <= 1:
+        for batch in batches:
+            if limiter:
+                limiter.acquire(len(batch))
+            yield lanes.send(batch)
+        return
+    pool = ThreadPoolExecutor(max_workers=policy.concurrency, thread_name_prefix="aretl-sink")
+    inflight: deque[Future] = deque()
+    try:
+        for batch in batches:
+            if limiter:
+                limiter.acquire(len(batch))
+            inflight.append(pool.submit(lanes.send, batch))
+            while inflight and (len(inflight) >= 2 * policy.concurrency or inflight[0].done()):
+                yield inflight.popleft().result()
+        while inflight:
+            yield inflight.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def deliver_partition(
     rows: Iterable[Any],
     make_sink: Callable[[], Sink],
@@ -147,20 +279,23 @@ def deliver_partition(
     policy: DeliveryPolicy,
 ) -> Iterator[tuple]:
     """Executor entry: send one partition's rows, yield outcome rows (see ``OUTCOME_DDL``)."""
-    stats = Stats()
-    sink = make_sink()
-    sink.open()
+    _executor_logging()
+    lanes = _Lanes(make_sink, policy)
+    limiter = RateLimiter(policy.rate_limit) if policy.rate_limit else None
+    partition = _partition_id()
     started = last_report = time.monotonic()
     try:
-        for batch in chunks((to_record(r) for r in rows), policy.batch_size):
-            for record, reason, attempts in send_batch(sink, batch, policy, stats):
-                yield ("reject", record.op, json.dumps(record.key, sort_keys=True, default=str),
-                       str(reason)[:2000], attempts, None)
+        batches = chunks((to_record(r) for r in rows), policy.batch_size)
+        for rejects in _sent_batches(batches, lanes, policy, limiter):
+            for record, reason, attempts in rejects:
+                yield ("reject", record.op, record.change, record.id, str(reason)[:2000], attempts, None)
             now = time.monotonic()
             if now - last_report >= policy.progress_every:
                 last_report = now
-                log.info("%s: %d records sent in %d batches (%.0f records/s)", sink.name, stats.sent,
-                         stats.batches, stats.sent / max(now - started, 1e-9))
+                stats = lanes.stats()
+                log.info("%s partition %s: %d records sent in %d batches, %d rejected (%.0f records/s)",
+                         lanes.name, partition, stats.sent, stats.batches, stats.rejected,
+                         stats.sent / max(now - started, 1e-9))
     finally:
-        sink.close()
-    yield ("stats", None, None, None, None, json.dumps(asdict(stats)))
+        lanes.close()
+    yield ("stats", None, None, None, None, None, json.dumps(asdict(lanes.stats())))
