@@ -33,3 +33,16 @@ def write_text(spark, uri: str, text: str) -> None:
 def delete(spark, uri: str) -> None:
     fs, path = _fs_and_path(spark, uri)
     fs.delete(path, True)
+
+
+def exists(spark, uri: str) -> bool:
+    fs, path = _fs_and_path(spark, uri)
+    return fs.exists(path)
+
+
+def rename(spark, source: str, target: str) -> None:
+    """Move ``source`` to ``target`` (same file system); fails loudly rather than half-moving."""
+    fs, path = _fs_and_path(spark, source)
+    _, destination = _fs_and_path(spark, target)
+    if not fs.rename(path, destination):
+        raise OSError(f"Could not rename {source} to {target}")

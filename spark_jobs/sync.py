@@ -14,8 +14,21 @@ mirror     upsert                         upsert                        delete
 Delivery runs in the executors (``mapPartitions``) under the shared core. Its outcome rows are written
 once to a scratch location, so the destination is written exactly once per sync (Spark task retries
 aside, which the idempotent sinks absorb) and only per-partition stats come back to the driver.
+Destinations Spark writes itself (:class:`~spark_jobs.sinks.base.FrameSink`: Delta, Parquet) get the
+whole operations frame on the driver instead and apply it in one Spark action.
 Only when every partition finished is the consumer's committed version moved to the change set's
 target version; a failure or a kill leaves it where it was and the next run sends the changes again.
+
+Around delivery:
+
+* Rows in the reject ledger (:mod:`spark_jobs.rejects`) are sent again, as they are at the target
+  version, together with the change set; afterwards the ledger is settled.
+* ``max_reject_fraction``: when more of the sent records were refused, the task fails — after the
+  ledger, the commit and the run history are written, so what succeeded stays committed and the
+  failure is an alert, not a loss.
+* ``dry_run``: the would-be operations are written to ``plans/<consumer>/<table>`` and nothing is
+  sent or committed.
+* Every run, failed ones included, appends a row to the run history (:mod:`spark_jobs.runs`).
 """
 
 from __future__ import annotations
@@ -23,18 +36,22 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from datetime import datetime, timezone
 from functools import partial
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-from spark_jobs import consumers
+from spark_jobs import consumers, progress, rejects, runs
 from spark_jobs.errors import ConfigError, DestinationError
 from spark_jobs.fs import delete
-from spark_jobs.lake import Warehouse, is_delta_table, latest_version, table_ref
+from spark_jobs.lake import Warehouse, commit_metadata, is_delta_table, latest_version, table_ref
 from spark_jobs.sinks import resolve_sink
-from spark_jobs.sinks.base import ChangeRecord, SinkConfig
+from spark_jobs.sinks.base import ChangeRecord, FrameSink, SinkConfig
 from spark_jobs.sinks.core import OUTCOME_DDL, DeliveryPolicy, Stats, deliver_partition
 
 MODES = ("upsert", "insert", "update", "mirror")
+#: The operation that re-sends a ledger row that still exists at the target version.
+RESEND_OPERATION = {"upsert": "upsert", "insert": "insert", "update": "update", "mirror": "upsert"}
 OPERATION_BY_MODE = {
     "upsert": {"insert": "upsert", "update_postimage": "upsert"},
     "insert": {"insert": "insert"},
@@ -44,15 +61,16 @@ OPERATION_BY_MODE = {
 CHANGE = {"insert": "insert", "update_postimage": "update", "delete": "delete"}
 
 
-def operations(changes, mode: str):
-    """Keep the change rows the mode sends, tagged with ``_op`` (destination operation) and
-    ``_change`` (insert/update/delete)."""
+def operations(changes, mode: str, key: list[str]):
+    """Keep the change rows the mode sends, tagged with ``_op`` (destination operation), ``_change``
+    (insert/update/delete) and ``_key`` (the key as the reject ledger names it)."""
     from pyspark.sql import functions as F
 
     mapping = OPERATION_BY_MODE[mode]
     op = F.create_map(*[F.lit(x) for pair in mapping.items() for x in pair])[F.col("_change_type")]
     change = F.create_map(*[F.lit(x) for pair in CHANGE.items() for x in pair])[F.col("_change_type")]
-    return changes.withColumn("_op", op).withColumn("_change", change).where(F.col("_op").isNotNull())
+    return (changes.withColumn("_op", op).withColumn("_change", change).where(F.col("_op").isNotNull())
+            .withColumn("_key", rejects.key_json(key)))
 
 
 def apply_mapping(ops, key: list[str], field_mapping: dict[str, str], constants: dict[str, Any]):
@@ -77,16 +95,16 @@ def apply_mapping(ops, key: list[str], field_mapping: dict[str, str], constants:
         raise ConfigError(f"Destination field(s) {clashes} are mapped more than once (field_mapping/constants)")
     selected = [F.col(f"`{src}`").alias(dst) for src, dst in mapping.items()]
     selected += [F.lit(value).alias(name) for name, value in constants.items()]
-    frame = ops.select(*selected, "_op", "_change")
+    frame = ops.select(*selected, "_op", "_change", "_key")
     return frame, [mapping[k] for k in key], [*targets, *constants]
 
 
 def _record_builder(key_fields: list[str]):
     def to_record(row) -> ChangeRecord:
         data = row.asDict(recursive=True)
-        op, change = data.pop("_op"), data.pop("_change")
+        op, change, ident = data.pop("_op"), data.pop("_change"), data.pop("_key")
         key = {k: data[k] for k in key_fields}
-        return ChangeRecord(op=op, key=key, data=key if op == "delete" else data, change=change)
+        return ChangeRecord(op=op, key=key, data=key if op == "delete" else data, change=change, id=ident)
 
     return to_record
 
@@ -103,9 +121,71 @@ def _secrets(destination: dict[str, Any]) -> dict[str, str]:
     return secrets
 
 
-def run_sync(spark, spec: dict[str, Any]) -> dict[str, Any]:
+def destination_label(destination: dict[str, Any]) -> str:
+    """A human name for the destination (``postgres:public.customers``), safe to log and store: a
+    URL loses any user:password part."""
+    target = next((destination[k] for k in ("table", "topic", "path", "endpoint", "url") if destination.get(k)), "")
+    if "://" in str(target):
+        parts = urlsplit(str(target))
+        target = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return f"{destination.get('type')}:{target}"
+
+
+def _delivery_policy(spec: dict[str, Any], sink_cls, partitions: int, parallelism: int) -> DeliveryPolicy:
+    """The spec's ``delivery`` settings with the sink's defaults; a sync-wide ``rate_limit`` is split
+    over the partitions that run at once."""
+    options = {k: v for k, v in dict(spec.get("delivery") or {}).items() if v is not None}
+    unknown = set(options) - set(DeliveryPolicy.__dataclass_fields__)
+    if unknown:
+        raise ConfigError(f"Unknown delivery option(s) {sorted(unknown)}; "
+                          f"known: {sorted(DeliveryPolicy.__dataclass_fields__)}")
+    options.setdefault("batch_size", sink_cls.batch_size)
+    concurrency = int(options.get("concurrency", 1))
+    if concurrency < 1:
+        raise ConfigError(f"delivery concurrency must be at least 1, got {concurrency}")
+    options["concurrency"] = min(concurrency, sink_cls.max_concurrency or concurrency)
+    if options.get("rate_limit"):
+        options["rate_limit"] = float(options["rate_limit"]) / max(1, min(partitions, parallelism))
+    return DeliveryPolicy(**options)
+
+
+def _with_resends(spark, wh: Warehouse, spec: dict[str, Any], ops, key: list[str], mode: str):
+    """The change set plus the ledger's rows to send again: (operations, ledger, resends), the last
+    two None when the consumer's ledger is empty."""
+    ledger = rejects.pending(spark, wh, spec["table"], spec["consumer"])
+    if ledger is None:
+        return ops, None, None
+    columns = [c for c in ops.columns if not c.startswith("_")]
+    snapshot = spark.read.format("delta").option("versionAsOf", int(spec["to_version"])).load(wh.uri(spec["table"]))
+    resend = rejects.resend_frame(ledger, snapshot, key, columns, RESEND_OPERATION[mode], mode == "mirror")
+    resend = resend.join(ops.select("_key"), "_key", "left_anti")
+    return ops.select(*columns, "_op", "_change", "_key").unionByName(resend), ledger, resend
+
+
+def _deliver_in_executors(spark, wh: Warehouse, frame, sink_cls, config: SinkConfig, key_fields: list[str],
+                          policy: DeliveryPolicy):
+    """Run the sink over every partition; return (stats, refused records, scratch URI to delete).
+
+    The outcome rows are written once to scratch, so the destination is written exactly once;
+    only the per-partition stats rows are collected."""
     from pyspark.sql import functions as F
 
+    if sink_cls.max_parallelism:
+        frame = frame.coalesce(sink_cls.max_parallelism)
+    deliver = partial(deliver_partition, make_sink=partial(sink_cls, config),
+                      to_record=_record_builder(key_fields), policy=policy)
+    outcomes_uri = wh.system(f"tmp/sync-{uuid.uuid4().hex}")
+    spark.createDataFrame(frame.rdd.mapPartitions(deliver), OUTCOME_DDL).write.parquet(outcomes_uri)
+    outcomes = spark.read.parquet(outcomes_uri)
+    stats = Stats()
+    for row in outcomes.where(F.col("kind") == "stats").select("stats").collect():  # one per partition
+        stats.add(json.loads(row["stats"]))
+    refused = outcomes.where(F.col("kind") == "reject").select("key", "op", "change", "error", "attempts")
+    return stats, refused, outcomes_uri
+
+
+def run_sync(spark, spec: dict[str, Any]) -> dict[str, Any]:
+    started_at = datetime.now(timezone.utc)
     wh = Warehouse(spec["warehouse"])
     mode = spec.get("mode", "upsert")
     if mode not in MODES:
@@ -113,57 +193,107 @@ def run_sync(spark, spec: dict[str, Any]) -> dict[str, Any]:
     changes_uri = wh.uri(spec["changes"])
     if not is_delta_table(spark, changes_uri):
         raise ConfigError(f"Change set {spec['changes']} does not exist; run the diff first")
-    key = list(spec["primary_key"])
+    fraction = spec.get("max_reject_fraction")
+    if fraction is not None and not 0 <= float(fraction) <= 1:
+        raise ConfigError(f"max_reject_fraction must be between 0 and 1, got {fraction}")
     destination = dict(spec.get("destination") or {})
     sink_cls = resolve_sink(destination.get("type", ""))
+    label = destination_label(destination)
+    progress_so_far: dict[str, Any] = {}
 
-    ops = operations(spark.read.format("delta").load(changes_uri), mode)
+    def record_run(status: str, error: str | None = None) -> dict[str, Any]:
+        return runs.record(spark, wh, spec, sink=sink_cls.name or destination.get("type"), destination=label,
+                           status=status, started_at=started_at, error=error, **progress_so_far)
+
+    try:
+        result = _sync(spark, wh, spec, mode, destination, sink_cls, changes_uri, progress_so_far)
+    except Exception as exc:
+        record_run("failed", f"{type(exc).__name__}: {exc}"[:4000])
+        raise
+    stats = result["stats"]
+    total = sum(result["planned"].values())
+    too_many = (fraction is not None and not result["dry_run"] and total
+                and stats["rejected"] > float(fraction) * total)
+    status = "dry_run" if result["dry_run"] else "too_many_rejects" if too_many else "success"
+    run = record_run(status)
+    result["run"] = {k: run[k] for k in ("status", "started_at", "finished_at", "duration_s", "outcomes")}
+    if too_many:
+        raise DestinationError(
+            f"{stats['rejected']} of {total} records ({stats['rejected'] / total:.1%}) were rejected by {label}, "
+            f"more than max_reject_fraction={float(fraction):g}. The {stats['sent']} delivered records are "
+            f"committed (version {spec['to_version']}); the rejected ones are in _system/rejects with their "
+            "errors and will be sent again on the next run."
+        )
+    return result
+
+
+def _sync(spark, wh: Warehouse, spec: dict[str, Any], mode: str, destination: dict[str, Any], sink_cls,
+          changes_uri: str, progress_so_far: dict[str, Any]) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    key = list(spec["primary_key"])
+    ops = operations(spark.read.format("delta").load(changes_uri), mode, key)
+    ops, ledger, resend = _with_resends(spark, wh, spec, ops, key, mode)
     frame, key_fields, fields = apply_mapping(ops, key, spec.get("field_mapping") or {}, spec.get("constants") or {})
     schema = {f.name: f.dataType.simpleString() for f in frame.schema.fields if not f.name.startswith("_")}
     config = SinkConfig(destination=destination, key_fields=key_fields, fields=fields, mode=mode,
                         secrets=_secrets(destination))
     sink = sink_cls(config)
-    sink.prepare(schema)
 
     planned = {r["_op"]: r["count"] for r in frame.groupBy("_op").count().collect()}
+    resent = 0 if resend is None else resend.count()
+    progress_so_far.update(planned=planned, resent=resent)
+    dry_run = bool(spec.get("dry_run"))
+    result = {
+        "table": spec["table"], "consumer": spec["consumer"], "mode": mode,
+        "destination": {k: v for k, v in destination.items() if k != "secrets_env"},
+        "from_version": spec.get("from_version"), "to_version": spec["to_version"],
+        "dry_run": dry_run, "planned": planned, "resent": resent,
+        "inputs": [table_ref(wh, spec["changes"], latest_version(spark, changes_uri)),
+                   table_ref(wh, spec["table"], spec["to_version"])],
+    }
+    if dry_run:
+        plan_rel = f"plans/{spec['consumer']}/{spec['table']}"
+        with commit_metadata(spark, {"job": "sync", "dry_run": True, "run_id": spec.get("run_id"),
+                                     "to_version": spec["to_version"]}):
+            frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(wh.uri(plan_rel))
+        plan_ref = table_ref(wh, plan_rel, latest_version(spark, wh.uri(plan_rel)))
+        return {**result, "committed": False, "plan": plan_ref, "stats": Stats().__dict__, "outputs": [plan_ref]}
+
+    sink.prepare(schema)
     if mode == "mirror" and planned.get("delete"):
         _guard_mass_delete(sink, planned["delete"], spec)
 
-    if sink_cls.max_parallelism:
-        frame = frame.coalesce(sink_cls.max_parallelism)
-    policy = DeliveryPolicy(**(spec.get("delivery") or {}))
-    deliver = partial(deliver_partition, make_sink=partial(sink_cls, config),
-                      to_record=_record_builder(key_fields), policy=policy)
-    outcomes_uri = wh.system(f"tmp/sync-{uuid.uuid4().hex}")
-    spark.createDataFrame(frame.rdd.mapPartitions(deliver), OUTCOME_DDL).write.parquet(outcomes_uri)
+    policy = _delivery_policy(spec, sink_cls, frame.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism)
+    outcomes_uri = None
     try:
-        outcomes = spark.read.parquet(outcomes_uri)
-        stats = Stats()
-        for row in outcomes.where(F.col("kind") == "stats").select("stats").collect():  # one per partition
-            stats.add(json.loads(row["stats"]))
+        with progress.reporting(spark, f"sync {spec['table']} -> {destination_label(destination)}",
+                                sum(planned.values()), policy.progress_every):
+            if isinstance(sink, FrameSink):
+                stats = Stats()
+                stats.add(sink.write_frame(spark, frame.drop("_key")))
+                refused = spark.createDataFrame([], "key STRING, op STRING, change STRING, error STRING, attempts INT")
+            else:
+                stats, refused, outcomes_uri = _deliver_in_executors(spark, wh, frame, sink_cls, config,
+                                                                     key_fields, policy)
+        progress_so_far["stats"] = stats.__dict__
+        if ledger is not None or stats.rejected:
+            processed = ops.select("_key")
+            if ledger is not None:
+                processed = processed.unionByName(ledger.select(F.col("key").alias("_key")))
+            rejects.settle(spark, wh, spec["table"], spec["consumer"], sink_cls.name or destination.get("type"),
+                           int(spec["to_version"]), processed, refused)
     finally:
-        delete(spark, outcomes_uri)
+        if outcomes_uri:
+            delete(spark, outcomes_uri)
 
     committed = False
     if spec.get("commit", True):
         consumers.commit(spark, wh, spec["table"], spec["consumer"], int(spec["to_version"]), spec.get("run_id"))
         committed = True
-    public_destination = {k: v for k, v in destination.items() if k != "secrets_env"}
-    return {
-        "table": spec["table"],
-        "consumer": spec["consumer"],
-        "mode": mode,
-        "destination": public_destination,
-        "from_version": spec.get("from_version"),
-        "to_version": spec["to_version"],
-        "committed": committed,
-        "planned": planned,
-        "stats": stats.__dict__,
-        "inputs": [table_ref(wh, spec["changes"], latest_version(spark, changes_uri)),
-                   table_ref(wh, spec["table"], spec["to_version"])],
-        "outputs": [{"name": f"{destination.get('type')}:{destination.get('table') or destination.get('url') or ''}",
-                     "uri": None, "version": None}],
-    }
+    progress_so_far["committed"] = committed
+    return {**result, "committed": committed, "stats": stats.__dict__,
+            "outputs": [{"name": destination_label(destination), "uri": None, "version": None}]}
 
 
 def _guard_mass_delete(sink, deletes: int, spec: dict[str, Any]) -> None:

@@ -1,0 +1,54 @@
+"""Run history ``<warehouse>/_system/runs``: one row per sync run, whatever its outcome.
+
+What a team asks after the fact — how much did last night's sync send, how much was refused, how
+long did it take, which versions did it cover, did it commit — answered from one small Delta table,
+including for runs that failed (``status = 'failed'`` with the error) and dry runs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from spark_jobs.lake import Warehouse, retry_on_conflict
+
+TABLE = "runs"
+OPERATIONS = ("upsert", "insert", "update", "delete")
+DDL = (
+    "run_id STRING, dag_id STRING, task_id STRING, logical_date STRING, table STRING, consumer STRING, "
+    "sink STRING, destination STRING, mode STRING, dry_run BOOLEAN, status STRING, error STRING, "
+    "from_version BIGINT, to_version BIGINT, committed BOOLEAN, started_at TIMESTAMP, finished_at TIMESTAMP, "
+    "duration_s DOUBLE, planned_upsert BIGINT, planned_insert BIGINT, planned_update BIGINT, "
+    "planned_delete BIGINT, resent BIGINT, sent BIGINT, inserted BIGINT, updated BIGINT, deleted BIGINT, "
+    "rejected BIGINT, retried BIGINT, outcomes MAP<STRING, BIGINT>"
+)
+
+
+def record(spark, wh: Warehouse, spec: dict[str, Any], *, sink: str, destination: str, status: str,
+           started_at: datetime, planned: dict[str, int] | None = None, stats: dict[str, Any] | None = None,
+           resent: int = 0, committed: bool = False, error: str | None = None) -> dict[str, Any]:
+    """Append the run's row and return it (the sync result carries the same figures)."""
+    finished = datetime.now(timezone.utc)
+    planned = planned or {}
+    stats = stats or {}
+    row = {
+        "run_id": spec.get("run_id"), "dag_id": spec.get("dag_id"), "task_id": spec.get("task_id"),
+        "logical_date": spec.get("logical_date"), "table": spec.get("table"), "consumer": spec.get("consumer"),
+        "sink": sink, "destination": destination, "mode": spec.get("mode", "upsert"),
+        "dry_run": bool(spec.get("dry_run")), "status": status, "error": error,
+        "from_version": spec.get("from_version"), "to_version": spec.get("to_version"),
+        "committed": committed, "started_at": started_at, "finished_at": finished,
+        "duration_s": round((finished - started_at).total_seconds(), 3),
+        **{f"planned_{op}": int(planned.get(op, 0)) for op in OPERATIONS},
+        "resent": int(resent),
+        **{name: int(stats.get(name, 0)) for name in ("sent", "inserted", "updated", "deleted", "rejected", "retried")},
+        "outcomes": {k: int(v) for k, v in (stats.get("outcomes") or {}).items()},
+    }
+    uri = wh.system(TABLE)
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromDDL(DDL)
+    frame = spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema)
+    # An append creates the table on first use; two first runs racing are a conflict, retried.
+    retry_on_conflict(lambda: frame.write.format("delta").mode("append").save(uri))()
+    return row

@@ -1,0 +1,60 @@
+"""A source table that moves through snapshot -> diff -> sync, one logical date per step, for the sink
+and sync tests: each test says what the source holds and what the destination must end up holding."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from tests.helpers import job, job_error, write_parquet
+
+SCHEMA = "id INT, name STRING, city STRING"
+
+
+class Pipeline:
+    """One snapshot table and one consumer; :meth:`step` snapshots new source rows for the next day
+    and returns the consumer's change set, :meth:`sync` delivers it."""
+
+    def __init__(self, spark, warehouse: str, tmp_path, consumer: str = "crm", name: str = "customers",
+                 schema: str = SCHEMA, key: tuple[str, ...] = ("id",)):
+        self.spark, self.warehouse, self.consumer, self.name = spark, warehouse, consumer, name
+        self.schema, self.key = schema, list(key)
+        self.source = str(tmp_path / f"source-{name}")
+        self.day = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+        self.steps = 0
+
+    def step(self, rows: list[tuple], **diff_options: Any) -> dict[str, Any]:
+        write_parquet(self.spark, self.source, rows, self.schema)
+        date = (self.day + dt.timedelta(days=self.steps)).isoformat()
+        self.steps += 1
+        job(self.spark, "snapshot", self.warehouse, name=self.name, primary_key=self.key,
+            source={"format": "parquet", "path": self.source}, logical_date=date, run_id=f"run-{date}")
+        return job(self.spark, "diff", self.warehouse, table=f"snapshots/{self.name}", consumer=self.consumer,
+                   **diff_options)
+
+    def spec(self, changes: dict[str, Any], destination: dict[str, Any], **options: Any) -> dict[str, Any]:
+        return {"changes": changes["changes"], "table": changes["table"], "consumer": changes["consumer"],
+                "primary_key": changes["primary_key"], "from_version": changes["from_version"],
+                "to_version": changes["to_version"], "destination": destination,
+                "run_id": f"sync-{self.steps}", **options}
+
+    def sync(self, changes: dict[str, Any], destination: dict[str, Any], **options: Any) -> dict[str, Any]:
+        return job(self.spark, "sync", self.warehouse, **self.spec(changes, destination, **options))
+
+    def sync_error(self, changes: dict[str, Any], destination: dict[str, Any], **options: Any) -> dict[str, Any]:
+        return job_error(self.spark, "sync", self.warehouse, **self.spec(changes, destination, **options))
+
+    def committed(self) -> int | None:
+        from spark_jobs.consumers import committed_version
+        from spark_jobs.lake import Warehouse
+
+        return committed_version(self.spark, Warehouse(self.warehouse), f"snapshots/{self.name}", self.consumer)
+
+    def system(self, table: str):
+        return self.spark.read.format("delta").load(f"{self.warehouse}/_system/{table}")
+
+    def ledger(self) -> list[dict[str, Any]]:
+        return [r.asDict() for r in self.system("rejects").orderBy("key").collect()]
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [r.asDict() for r in self.system("runs").orderBy("started_at").collect()]
