@@ -6,6 +6,7 @@ goes into an environment variable of the spark-submit process, and the spec only
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 JDBC_SCHEMES = {"postgres": ("postgresql", "org.postgresql.Driver"), "mysql": ("mysql", "com.mysql.cj.jdbc.Driver")}
@@ -43,13 +44,21 @@ def jdbc_source(conn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def destination_settings(conn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """A destination's ``connection`` block (public fields) and its password as a secret."""
+    """A destination's ``connection`` block (public fields) and its secrets.
+
+    The password is a secret, and so are the extras: they carry API tokens and auth headers (HTTP),
+    SASL settings (Kafka) or TLS key paths, so they travel as JSON in an environment variable and the
+    spec only lists their names (``extra_keys``), for the record."""
     conn = _connection(conn_id)
+    extra = conn.extra_dejson
     public = {"conn_type": conn.conn_type, "host": conn.host, "port": conn.port, "login": conn.login,
-              "schema": conn.schema, "extra": conn.extra_dejson}
+              "schema": conn.schema, "extra_keys": sorted(extra)}
     secrets = {}
     secrets_env = {}
     if conn.password:
         secrets_env["password"] = secret_env("destination")
         secrets[secrets_env["password"]] = conn.password
+    if extra:
+        secrets_env["extra"] = "ARETL_SECRET_DESTINATION_EXTRA"
+        secrets[secrets_env["extra"]] = json.dumps(extra)
     return {"connection": public, "secrets_env": secrets_env}, secrets

@@ -22,22 +22,33 @@ class SinkOperator(ReverseEtlJobOperator):
     :param mode: ``upsert`` (default), ``insert``, ``update`` or ``mirror`` (upsert + delete).
     :param field_mapping: ``{source column: destination field}``; when given, only mapped columns are sent.
     :param constants: ``{destination field: value}`` added to every record.
-    :param batch_size: records per batch sent to the destination.
+    :param batch_size: records per batch sent to the destination (default: the sink's own).
+    :param concurrency: batches in flight at once inside each Spark partition.
+    :param rate_limit: at most this many records per second for the whole sync.
     :param max_delete_fraction: in mirror mode, refuse a run that would delete more than this fraction
         of the destination's rows (an empty source must not wipe a CRM)...
     :param allow_mass_delete: ...unless this is set.
-    :param delivery: retry settings (``max_attempts``, ``backoff_initial``, ``backoff_max``).
+    :param max_reject_fraction: fail the task when more than this fraction of the records is rejected
+        by the destination — after committing what was delivered, so ``on_failure_callback`` can alert
+        without anything being sent twice. Rejected records are kept in ``_system/rejects`` and sent
+        again on the next run either way.
+    :param dry_run: write the operations the sync would send to ``plans/<consumer>/<table>`` and send
+        nothing (the consumer's committed version does not move).
+    :param delivery: retry settings (``max_attempts``, ``backoff_initial``, ``backoff_max``,
+        ``progress_every``).
     """
 
     job = "sync"
     template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "changes", "destination",
-                                      "field_mapping", "constants")
+                                      "field_mapping", "constants", "dry_run")
     template_fields_renderers = {"destination": "json", "field_mapping": "json"}
 
     def __init__(self, *, changes: dict[str, Any], destination: dict[str, Any],
                  destination_conn_id: str | None = None, mode: str = "upsert",
                  field_mapping: dict[str, str] | None = None, constants: dict[str, Any] | None = None,
-                 batch_size: int = 500, max_delete_fraction: float = 0.5, allow_mass_delete: bool = False,
+                 batch_size: int | None = None, concurrency: int = 1, rate_limit: float | None = None,
+                 max_delete_fraction: float = 0.5, allow_mass_delete: bool = False,
+                 max_reject_fraction: float | None = None, dry_run: bool = False,
                  delivery: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.changes = changes
@@ -47,8 +58,12 @@ class SinkOperator(ReverseEtlJobOperator):
         self.field_mapping = field_mapping
         self.constants = constants
         self.batch_size = batch_size
+        self.concurrency = concurrency
+        self.rate_limit = rate_limit
         self.max_delete_fraction = max_delete_fraction
         self.allow_mass_delete = allow_mass_delete
+        self.max_reject_fraction = max_reject_fraction
+        self.dry_run = dry_run
         self.delivery = delivery
 
     def build_spec(self, context):
@@ -64,11 +79,17 @@ class SinkOperator(ReverseEtlJobOperator):
             "to_version": changes["to_version"], "destination": destination, "mode": self.mode,
             "field_mapping": self.field_mapping, "constants": self.constants,
             "max_delete_fraction": self.max_delete_fraction, "allow_mass_delete": self.allow_mass_delete,
-            "delivery": {"batch_size": self.batch_size, **(self.delivery or {})},
+            "max_reject_fraction": self.max_reject_fraction, "dry_run": bool(self.dry_run),
+            "delivery": {"batch_size": self.batch_size, "concurrency": self.concurrency,
+                         "rate_limit": self.rate_limit, **(self.delivery or {})},
         }, secrets
 
     def summarize(self, result):
+        if result.get("dry_run"):
+            return (f"dry run of sync {result['table']} -> {result['destination'].get('type')} ({result['mode']}) "
+                    f"v{result['to_version']}: would send {result['planned']}; plan in {result['plan']['name']}")
         s = result["stats"]
         return (f"sync {result['table']} -> {result['destination'].get('type')} ({result['mode']}) "
                 f"v{result['to_version']}: sent {s['sent']} (+{s['inserted']} ~{s['updated']} -{s['deleted']}), "
-                f"rejected {s['rejected']}, retried {s['retried']}, committed={result['committed']}")
+                f"rejected {s['rejected']}, retried {s['retried']}, resent from ledger {result.get('resent', 0)}, "
+                f"committed={result['committed']}")
