@@ -1,0 +1,138 @@
+"""Delta / Parquet destination: publish a table from this lake to another lake location.
+
+Spark writes these formats itself, so this is a :class:`~spark_jobs.sinks.base.FrameSink`: the sync
+hands it the whole operations frame on the driver and it applies the frame in one distributed
+action — no rows travel through Python.
+
+* ``format: delta`` (default): one ``MERGE`` by key — upserts update or insert, inserts only insert
+  a missing key, updates only touch an existing key, deletes delete. One MERGE is one Delta commit,
+  so a published version is all of the sync or none of it, and a resend after a failure applies the
+  same operations again with the same result.
+* ``format: parquet``: for readers that cannot read Delta. Parquet cannot be updated in place, so the
+  new state (existing rows not touched, plus the upserted/inserted/updated rows) is written beside
+  the target and swapped in by renames; on object stores the swap is not atomic, prefer Delta there.
+
+Options: ``path`` (any URI Spark can write), ``format``. The target is created from the change
+set's schema on first use; afterwards a field it lacks, or a field whose type differs, is an error
+naming the column.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from spark_jobs.errors import ConfigError, DestinationError
+from spark_jobs.fs import delete, exists, rename
+from spark_jobs.sinks.base import FrameSink
+
+FORMATS = ("delta", "parquet")
+
+
+def _session():
+    from pyspark.sql import SparkSession
+
+    return SparkSession.getActiveSession()
+
+
+class DeltaSink(FrameSink):
+    name = "delta"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.path = config.options.get("path")
+        if not self.path:
+            raise ConfigError("The delta destination needs 'path'")
+        self.format = config.options.get("format", "delta")
+        if self.format not in FORMATS:
+            raise ConfigError(f"Unknown format {self.format!r} for the delta destination; expected one of {FORMATS}")
+
+    def _target(self, spark):
+        """The published table as a DataFrame, or None when nothing was published yet."""
+        from spark_jobs.lake import is_delta_table
+
+        if self.format == "delta":
+            return spark.read.format("delta").load(self.path) if is_delta_table(spark, self.path) else None
+        return spark.read.parquet(self.path) if exists(spark, self.path) else None
+
+    def prepare(self, schema: dict[str, str]) -> None:
+        target = self._target(_session())
+        if target is None:
+            return
+        columns = {f.name: f.dataType.simpleString() for f in target.schema.fields}
+        missing = [f for f in schema if f not in columns]
+        if missing:
+            raise DestinationError(f"The {self.format} table at {self.path} has no column(s) {missing}; "
+                                   f"its columns are {list(columns)}. Change field_mapping or republish.")
+        for field, spark_type in schema.items():
+            if columns[field] != spark_type and spark_type != "void":
+                raise DestinationError(f"Column {field!r} of the {self.format} table at {self.path} is "
+                                       f"{columns[field]}, but the change set sends {spark_type}")
+
+    def count(self) -> int | None:
+        target = self._target(_session())
+        return 0 if target is None else target.count()
+
+    def write_frame(self, spark, frame) -> dict[str, int]:
+        from pyspark.sql import functions as F
+
+        stats = {"sent": 0, "inserted": 0, "updated": 0, "deleted": 0, "batches": 1, "outcomes": {}}
+        for row in frame.groupBy("_op", "_change").count().collect():  # a handful of rows
+            stats["sent"] += row["count"]
+            stats[{"insert": "inserted", "update": "updated", "delete": "deleted"}[row["_change"]]] += row["count"]
+            name = f"{row['_op']}.ok"
+            stats["outcomes"][name] = stats["outcomes"].get(name, 0) + row["count"]
+        fields = self.config.fields
+        target = self._target(spark)
+        if self.format == "delta":
+            self._merge(spark, frame, fields, target is None)
+        else:
+            self._rewrite(spark, frame.select(*fields, "_op"), fields, target)
+        return stats
+
+    def _merge(self, spark, frame, fields: list[str], create: bool) -> None:
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        from spark_jobs.lake import retry_on_conflict
+
+        if create:
+            frame.select(*fields).limit(0).write.format("delta").mode("append").save(self.path)
+        keys = self.config.key_fields
+        values = {f"`{f}`": f"s.`{f}`" for f in fields}
+        condition = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
+
+        @retry_on_conflict
+        def merge():
+            (
+                DeltaTable.forPath(spark, self.path).alias("t")
+                .merge(frame.select(*fields, "_op").alias("s"), condition)
+                .whenMatchedDelete(condition=F.col("s._op") == "delete")
+                .whenMatchedUpdate(condition=F.col("s._op").isin("upsert", "update"), set=values)
+                .whenNotMatchedInsert(condition=F.col("s._op").isin("upsert", "insert"), values=values)
+                .execute()
+            )
+
+        merge()
+
+    def _rewrite(self, spark, ops, fields: list[str], target) -> None:
+        from pyspark.sql import functions as F
+
+        keys = self.config.key_fields
+        if target is None:
+            state = ops.where(F.col("_op").isin("upsert", "insert")).select(*fields)
+        else:
+            existing_keys = target.select(*keys)
+            replaced = ops.where(F.col("_op") != "insert").select(*keys)
+            kept = target.select(*fields).join(replaced, keys, "left_anti")
+            upserts = ops.where(F.col("_op") == "upsert").select(*fields)
+            inserts = ops.where(F.col("_op") == "insert").join(existing_keys, keys, "left_anti").select(*fields)
+            updates = ops.where(F.col("_op") == "update").join(existing_keys, keys, "left_semi").select(*fields)
+            state = kept.unionByName(upserts).unionByName(inserts).unionByName(updates)
+        staged = f"{self.path.rstrip('/')}.staged-{uuid.uuid4().hex[:8]}"
+        state.write.parquet(staged)
+        retired = f"{self.path.rstrip('/')}.retired-{uuid.uuid4().hex[:8]}"
+        if target is not None:
+            rename(spark, self.path, retired)
+        rename(spark, staged, self.path)
+        if target is not None:
+            delete(spark, retired)

@@ -1,0 +1,171 @@
+"""HTTP / webhook destination: JSON batches POSTed to an API.
+
+Wire format (one request per batch)::
+
+    POST <url>
+    {"records": [{"op": "upsert", "key": {"id": 1}, "data": {"id": 1, "name": "ann"}},
+                 {"op": "delete", "key": {"id": 2}, "data": {"id": 2}}]}
+
+How responses are read:
+
+* 2xx — delivered, except the records the body reports as failed. The body's first list under one
+  of the ``record_errors`` fields (default ``["errors", "results"]``; ``[]`` turns parsing off) is
+  read: either only the failures, ``{"errors": [{"index": 3, "error": "email invalid"}]}``, or one
+  result per record, ``{"results": [{"index": 0, "status": "ok"}, {"index": 1, "status": "error",
+  "error": "busy", "retryable": true}]}``. An item with an ``error`` (or ``status: error``) is a
+  failure of the record at ``index`` (its position in the batch; for a full result list, the
+  item's own position by default). A failed record is rejected into the ledger, or retried when
+  ``retryable`` is true.
+* 408, 429, 5xx, connection errors and timeouts — transient: the core retries the batch with
+  backoff, waiting ``Retry-After`` (seconds or an HTTP date) when the server sends one.
+* 401/403 (credentials), 404/405 (wrong URL or method) — the destination is unusable: the sync fails.
+* Other 4xx — per-record errors from the body when present, else every record of the batch is
+  rejected with the status and the start of the body.
+
+Connection: an Airflow HTTP connection gives the base URL (``schema://host:port``), basic auth
+(login/password; ``auth_type: bearer`` sends the password as a bearer token instead) and headers:
+its extras, the Airflow HttpHook convention, or an extra named ``headers``. Extras and password are
+secrets and reach the executors only through the environment.
+Options: ``url`` (full) or ``endpoint`` (joined to the connection's base URL), ``method`` (POST),
+``headers`` (non-secret ones), ``timeout`` (seconds, default 30; or ``[connect, read]``),
+``record_errors``, ``verify`` (TLS).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from typing import Any, Sequence
+
+from spark_jobs.errors import ConfigError, DestinationError
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, RetryableError, Sink
+
+TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+FATAL_STATUSES = frozenset({401, 403, 404, 405})
+#: HttpHook extras that are request settings, not headers.
+NOT_HEADERS = frozenset({"headers", "auth_type", "verify", "timeout", "proxies", "cert", "stream",
+                         "allow_redirects", "max_redirects", "trust_env", "check_response"})
+
+
+def retry_after(value: str | None) -> float | None:
+    """``Retry-After`` as seconds: either a number of seconds or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
+
+
+class HttpSink(Sink):
+    name = "http"
+    batch_size = 500
+
+    def __init__(self, config):
+        super().__init__(config)
+        options = config.options
+        self.url = options.get("url") or self._join(options.get("endpoint"))
+        if not self.url:
+            raise ConfigError("The http destination needs 'url', or 'endpoint' with an HTTP connection")
+        self.method = str(options.get("method", "POST")).upper()
+        timeout = options.get("timeout", 30)
+        self.timeout = tuple(timeout) if isinstance(timeout, (list, tuple)) else float(timeout)
+        fields = options.get("record_errors", ["errors", "results"])
+        self.record_error_fields = [fields] if isinstance(fields, str) else list(fields or [])
+        self.session = None
+
+    def _join(self, endpoint: str | None) -> str | None:
+        conn = self.config.connection
+        host = conn.get("host")
+        if not host:
+            return None
+        if "://" not in host:
+            host = f"{conn.get('schema') or 'http'}://{host}"
+        if conn.get("port"):
+            host = f"{host.rstrip('/')}:{conn['port']}"
+        return host.rstrip("/") + "/" + (endpoint or "").lstrip("/")
+
+    def _headers(self) -> dict[str, str]:
+        extra = self.config.connection_extra()
+        headers = extra.get("headers")
+        if not isinstance(headers, dict):
+            headers = {k: str(v) for k, v in extra.items() if k not in NOT_HEADERS and not isinstance(v, (dict, list))}
+        return {"Content-Type": "application/json", **(self.config.options.get("headers") or {}), **headers}
+
+    def open(self) -> None:
+        import requests
+
+        session = requests.Session()
+        session.headers.update(self._headers())
+        login, password = self.config.connection.get("login"), self.config.password
+        if self.config.connection_extra().get("auth_type") == "bearer" and password:
+            session.headers["Authorization"] = f"Bearer {password}"
+        elif login:
+            session.auth = (login, password or "")
+        session.verify = self.config.options.get("verify", True)
+        self.session = session
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
+
+    @staticmethod
+    def payload(records: Sequence[ChangeRecord]) -> bytes:
+        return json.dumps({"records": [{"op": r.op, "key": r.key, "data": r.data} for r in records]},
+                          default=str, separators=(",", ":")).encode()
+
+    def write_batch(self, records: Sequence[ChangeRecord]) -> list[Outcome]:
+        import requests
+
+        try:
+            response = self.session.request(self.method, self.url, data=self.payload(records), timeout=self.timeout)
+        except requests.Timeout as exc:
+            raise RetryableError(f"{self.method} {self.url} timed out after {self.timeout}s") from exc
+        except requests.ConnectionError as exc:
+            raise RetryableError(f"{self.method} {self.url} failed to connect: {exc}") from exc
+        status = response.status_code
+        if status in TRANSIENT_STATUSES:
+            raise RetryableError(f"HTTP {status} from {self.url}: {response.text[:200]}",
+                                 retry_after=retry_after(response.headers.get("Retry-After")))
+        if status in FATAL_STATUSES:
+            raise DestinationError(f"HTTP {status} {response.reason} from {self.method} {self.url}: "
+                                   f"{response.text[:500]} (check the URL, method and the connection's credentials)")
+        per_record = self._record_errors(response, len(records))
+        if per_record is not None:
+            return per_record
+        if 200 <= status < 300:
+            return [None] * len(records)
+        return [Rejected(f"HTTP {status}: {response.text[:500]}")] * len(records)
+
+    def _record_errors(self, response, size: int) -> list[Outcome] | None:
+        """Outcomes from the body's per-record errors, or None when the body reports none."""
+        if not self.record_error_fields or not response.content:
+            return None
+        try:
+            body = response.json()
+        except ValueError:
+            return None
+        if not isinstance(body, dict):
+            return None
+        items = next((body[f] for f in self.record_error_fields if isinstance(body.get(f), list)), None)
+        if items is None:
+            return None
+        full = len(items) == size  # one result per record: position is the index by default
+        outcomes: list[Outcome] = [None] * size
+        failures = 0
+        for position, item in enumerate(items):
+            if not isinstance(item, dict) or not (item.get("error") or item.get("status") == "error"):
+                continue
+            index = item.get("index", position if full else None)
+            if not isinstance(index, int) or not 0 <= index < size:
+                raise DestinationError(f"{self.url} reported an error for record index {index!r} of a batch of "
+                                       f"{size}: {item!r}")
+            reason = str(item.get("error") or item.get("message") or item)
+            outcomes[index] = Retry(reason) if item.get("retryable") else Rejected(f"http: {reason}")
+            failures += 1
+        if response.status_code >= 300 and not failures:
+            return None
+        return outcomes

@@ -1,0 +1,331 @@
+"""PostgreSQL destination: bulk load through a staging table, never row by row.
+
+Each batch is one transaction: ``COPY`` the records into a session-private temporary staging table,
+then apply them to the target with one set-based statement per operation —
+``INSERT … SELECT … ON CONFLICT (key) DO UPDATE`` (upsert), ``… DO NOTHING`` (insert),
+``UPDATE … FROM staging`` (update) and ``DELETE … USING staging`` (delete). Upserts and deletes by key
+make a resend harmless.
+
+When a batch breaks a constraint or carries a value the column cannot take (SQLSTATE classes 22 and
+23), it is split in halves until the offending records are isolated; they are rejected with
+Postgres's message and the rest is delivered, so one bad row costs O(log batch) extra round trips,
+not a row-by-row reload. Lost connections, deadlocks, serialization failures and lock timeouts are
+transient: the core retries the batch on a fresh connection.
+
+Before anything is sent, :meth:`PostgresSink.prepare` checks the target on the driver: the table
+exists (or is created from the change set's schema with ``create_table``), every field has a column
+of a compatible type, the key has a unique index (``ON CONFLICT`` needs one), and no ``NOT NULL``
+column without a default is left out. Each failure names the column.
+
+Connection: the Airflow Postgres connection's host, port, login and schema (the database), its
+password and its libpq extras (``sslmode``, ``connect_timeout``, …) from the secrets.
+Options: ``table`` (``schema.table`` or ``table``), ``create_table`` (default true).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import io
+import json
+import math
+import uuid
+from typing import Any, Sequence
+
+from spark_jobs.errors import ConfigError, DestinationError
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, RetryableError, Sink
+
+#: libpq parameters an Airflow Postgres connection's extras may carry; other extras (cursor, iam…)
+#: are Airflow's own and not for the driver.
+LIBPQ_EXTRAS = ("sslmode", "sslcert", "sslkey", "sslrootcert", "sslcrl", "connect_timeout", "application_name",
+                "options", "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+                "target_session_attrs", "client_encoding")
+
+#: SQLSTATEs (or their classes) worth a retry: connection trouble, resource shortage, contention.
+TRANSIENT_CLASSES = ("08", "53", "57")
+TRANSIENT_CODES = ("40001", "40P01", "55P03")
+#: Classes whose errors belong to individual records: data exceptions and integrity violations.
+RECORD_CLASSES = ("22", "23")
+
+CREATE_TYPES = {"int": "integer", "bigint": "bigint", "smallint": "smallint", "tinyint": "smallint",
+                "boolean": "boolean", "double": "double precision", "float": "real", "string": "text",
+                "binary": "bytea", "date": "date", "timestamp": "timestamptz", "timestamp_ntz": "timestamp"}
+
+# Which Postgres column types accept which Spark types; anything else is a schema mismatch.
+_NUMERIC_SPARK = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
+_PG_FAMILIES = {
+    "numeric": (("smallint", "integer", "bigint", "numeric", "real", "double precision", "money"), _NUMERIC_SPARK),
+    "boolean": (("boolean",), ("boolean",)),
+    "date": (("date",), ("date", "string")),
+    "timestamp": (("timestamp without time zone", "timestamp with time zone"), ("timestamp", "timestamp_ntz", "date", "string")),
+    "bytea": (("bytea",), ("binary",)),
+    "json": (("json", "jsonb"), ("string", "array", "map", "struct")),
+}
+
+
+def _spark_family(spark_type: str) -> str:
+    return spark_type.split("(")[0].split("<")[0]
+
+
+def compatible(pg_type: str, spark_type: str) -> bool:
+    """Can a column of ``pg_type`` take values of ``spark_type``? Text-like columns (text, varchar,
+    uuid, enums…) take anything; the others only the Spark types that map onto them."""
+    family = _spark_family(spark_type)
+    for pg_types, spark_types in _PG_FAMILIES.values():
+        if pg_type in pg_types:
+            return family in spark_types
+    return True
+
+
+def _create_type(spark_type: str) -> str:
+    if spark_type.startswith("decimal"):
+        return spark_type.replace("decimal", "numeric")
+    return CREATE_TYPES.get(spark_type, "jsonb")
+
+
+def _copy_text(value: Any) -> str:
+    """One value in COPY's text format (``\\N`` is NULL; backslash, tab and newlines escaped)."""
+    if value is None:
+        return r"\N"
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return repr(value)
+    if isinstance(value, dt.datetime):
+        # PySpark hands timestamps over as naive local time; make the instant explicit.
+        return (value.astimezone() if value.tzinfo is None else value).isoformat()
+    if isinstance(value, (dt.date, dt.time, decimal.Decimal, uuid.UUID)):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "\\\\x" + bytes(value).hex()
+    if isinstance(value, (dict, list, tuple)):
+        value = json.dumps(value, default=str)
+    text = str(value)
+    if "\\" in text or "\t" in text or "\n" in text or "\r" in text:
+        text = text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return text
+
+
+def _sqlstate(exc: BaseException) -> str:
+    return getattr(exc, "pgcode", None) or ""
+
+
+class PostgresSink(Sink):
+    name = "postgres"
+    batch_size = 5000
+
+    def __init__(self, config):
+        super().__init__(config)
+        table = config.options.get("table")
+        if not table:
+            raise ConfigError("The postgres destination needs 'table' (table or schema.table)")
+        schema, _, name = table.rpartition(".")
+        self.schema, self.table = schema or None, name
+        self.conn = None
+        self.stage = f"aretl_stage_{uuid.uuid4().hex[:8]}"
+
+    # --- connection ---------------------------------------------------------------------------
+    def _connect(self):
+        import psycopg2
+
+        conn_info = self.config.connection
+        if not conn_info.get("host"):
+            raise ConfigError("The postgres destination needs a connection (destination_conn_id) with a host")
+        extra = self.config.connection_extra()
+        params = {k: extra[k] for k in LIBPQ_EXTRAS if k in extra}
+        params.setdefault("connect_timeout", 10)
+        params.setdefault("application_name", "airflow-reverse-etl")
+        try:
+            return psycopg2.connect(host=conn_info["host"], port=conn_info.get("port") or 5432,
+                                    dbname=conn_info.get("schema") or self.config.options.get("database") or "postgres",
+                                    user=conn_info.get("login"), password=self.config.password, **params)
+        except psycopg2.OperationalError as exc:
+            raise RetryableError(f"cannot connect to Postgres at {conn_info['host']}:{conn_info.get('port')}: "
+                                 f"{str(exc).strip()}") from exc
+
+    def _driver_connection(self):
+        """On the driver an unreachable database fails the sync at once, before anything is sent."""
+        try:
+            return self._connect()
+        except RetryableError as exc:
+            raise DestinationError(str(exc)) from exc
+
+    def _qualified(self):
+        from psycopg2 import sql
+
+        return sql.Identifier(self.schema, self.table) if self.schema else sql.Identifier(self.table)
+
+    def _describe(self, cur) -> dict[str, dict[str, Any]]:
+        cur.execute(
+            "SELECT column_name, data_type, is_nullable = 'YES', column_default IS NOT NULL OR is_identity = 'YES' "
+            "OR is_generated = 'ALWAYS' FROM information_schema.columns "
+            "WHERE table_schema = coalesce(%s, current_schema()) AND table_name = %s ORDER BY ordinal_position",
+            (self.schema, self.table),
+        )
+        return {name: {"type": t, "nullable": nullable, "default": default} for name, t, nullable, default in cur}
+
+    def _has_unique_key(self, cur) -> bool:
+        cur.execute(
+            "SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_index i "
+            "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+            "WHERE i.indrelid = to_regclass(%s) AND i.indisunique AND i.indpred IS NULL GROUP BY i.indexrelid",
+            (self._qualified().as_string(cur),),
+        )
+        wanted = sorted(self.config.key_fields)
+        return any(sorted(row[0]) == wanted for row in cur)
+
+    # --- driver side --------------------------------------------------------------------------
+    def prepare(self, schema: dict[str, str]) -> None:
+        from psycopg2 import sql
+
+        conn = self._driver_connection()
+        try:
+            with conn, conn.cursor() as cur:
+                columns = self._describe(cur)
+                if not columns:
+                    if not self.config.options.get("create_table", True):
+                        raise DestinationError(f"Postgres table {self._name()} does not exist (create_table is off)")
+                    cols = sql.SQL(", ").join(
+                        sql.SQL("{} {}").format(sql.Identifier(f), sql.SQL(_create_type(t))) for f, t in schema.items())
+                    pk = sql.SQL(", ").join(map(sql.Identifier, self.config.key_fields))
+                    cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({}))").format(
+                        self._qualified(), cols, pk))
+                    return
+                self._check_columns(columns, schema)
+                if self.config.mode != "update" and not self._has_unique_key(cur):
+                    raise DestinationError(
+                        f"Postgres table {self._name()} has no primary key or unique index on exactly "
+                        f"{self.config.key_fields}, which INSERT … ON CONFLICT needs; add one "
+                        f"(ALTER TABLE … ADD PRIMARY KEY ({', '.join(self.config.key_fields)}))."
+                    )
+        finally:
+            conn.close()
+
+    def _name(self) -> str:
+        return f"{self.schema}.{self.table}" if self.schema else self.table
+
+    def _check_columns(self, columns: dict[str, dict[str, Any]], schema: dict[str, str]) -> None:
+        missing = [f for f in schema if f not in columns]
+        if missing:
+            raise DestinationError(
+                f"Postgres table {self._name()} has no column(s) {missing}; its columns are {list(columns)}. "
+                "Add them or change field_mapping."
+            )
+        for field, spark_type in schema.items():
+            pg_type = columns[field]["type"]
+            if not compatible(pg_type, spark_type):
+                raise DestinationError(
+                    f"Column {field!r} of Postgres table {self._name()} is {pg_type}, which cannot take the "
+                    f"change set's {spark_type} values; change the column type or map another field to it."
+                )
+        if self.config.mode in ("upsert", "insert", "mirror"):
+            required = [c for c, info in columns.items()
+                        if not info["nullable"] and not info["default"] and c not in schema]
+            if required:
+                raise DestinationError(
+                    f"Postgres table {self._name()} has NOT NULL column(s) {required} without a default that "
+                    "the sync does not fill; map a source column or a constant to them."
+                )
+
+    def count(self) -> int | None:
+        from psycopg2 import sql
+
+        conn = self._driver_connection()
+        try:
+            with conn, conn.cursor() as cur:
+                cur.execute(sql.SQL("SELECT count(*) FROM {}").format(self._qualified()))
+                return cur.fetchone()[0]
+        finally:
+            conn.close()
+
+    # --- executor side ------------------------------------------------------------------------
+    def open(self) -> None:
+        self.conn = None  # connected lazily, so a failed connect is a retryable batch failure
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def _ready_connection(self):
+        from psycopg2 import sql
+
+        if self.conn is not None and not self.conn.closed:
+            return self.conn
+        self.conn = self._connect()
+        fields = sql.SQL(", ").join(map(sql.Identifier, self.config.fields))
+        with self.conn, self.conn.cursor() as cur:
+            cur.execute(sql.SQL(
+                "CREATE TEMP TABLE {} ON COMMIT DELETE ROWS AS SELECT {} FROM {} WITH NO DATA"
+            ).format(sql.Identifier(self.stage), fields, self._qualified()))
+            cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN _aretl_op text").format(sql.Identifier(self.stage)))
+        return self.conn
+
+    def _statements(self, ops: set[str]):
+        from psycopg2 import sql
+
+        target, stage = self._qualified(), sql.Identifier(self.stage)
+        keys = self.config.key_fields
+        values = [f for f in self.config.fields if f not in keys]
+        cols = sql.SQL(", ").join(map(sql.Identifier, self.config.fields))
+        conflict = sql.SQL(", ").join(map(sql.Identifier, keys))
+        on_key = sql.SQL(" AND ").join(sql.SQL("t.{0} = s.{0}").format(sql.Identifier(k)) for k in keys)
+        if "upsert" in ops:
+            action = (sql.SQL("DO UPDATE SET ") + sql.SQL(", ").join(
+                sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(v)) for v in values)) if values else sql.SQL("DO NOTHING")
+            yield sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} WHERE _aretl_op = 'upsert' ON CONFLICT ({}) {}").format(
+                target, cols, cols, stage, conflict, action)
+        if "insert" in ops:
+            yield sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} WHERE _aretl_op = 'insert' ON CONFLICT ({}) DO NOTHING").format(
+                target, cols, cols, stage, conflict)
+        if "update" in ops and values:
+            assignments = sql.SQL(", ").join(sql.SQL("{0} = s.{0}").format(sql.Identifier(v)) for v in values)
+            yield sql.SQL("UPDATE {} AS t SET {} FROM {} AS s WHERE s._aretl_op = 'update' AND {}").format(
+                target, assignments, stage, on_key)
+        if "delete" in ops:
+            yield sql.SQL("DELETE FROM {} AS t USING {} AS s WHERE s._aretl_op = 'delete' AND {}").format(
+                target, stage, on_key)
+
+    def _apply(self, records: Sequence[ChangeRecord]) -> None:
+        from psycopg2 import sql
+
+        fields = self.config.fields
+        buffer = io.StringIO()
+        for record in records:
+            data = record.data
+            buffer.write("\t".join([_copy_text(data.get(f)) for f in fields]))
+            buffer.write("\t" + record.op + "\n")
+        buffer.seek(0)
+        conn = self._ready_connection()
+        with conn, conn.cursor() as cur:
+            copy = sql.SQL("COPY {} ({}, _aretl_op) FROM STDIN").format(
+                sql.Identifier(self.stage), sql.SQL(", ").join(map(sql.Identifier, fields)))
+            cur.copy_expert(copy.as_string(cur), buffer)
+            for statement in self._statements({r.op for r in records}):
+                cur.execute(statement)
+
+    def write_batch(self, records: Sequence[ChangeRecord]) -> list[Outcome]:
+        import psycopg2
+
+        try:
+            self._apply(records)
+            return [None] * len(records)
+        except psycopg2.Error as exc:
+            state = _sqlstate(exc)
+            message = (getattr(exc, "pgerror", None) or str(exc)).strip()
+            if isinstance(exc, (psycopg2.OperationalError, psycopg2.InterfaceError)) and not state \
+                    or state[:2] in TRANSIENT_CLASSES or state in TRANSIENT_CODES:
+                self.close()
+                raise RetryableError(f"Postgres {state or 'connection'}: {message}") from exc
+            if state[:2] in RECORD_CLASSES:
+                if len(records) == 1:
+                    return [Rejected(f"postgres {state}: {message}")]
+                middle = len(records) // 2
+                return self.write_batch(records[:middle]) + self.write_batch(records[middle:])
+            raise DestinationError(f"Postgres refused the batch for table {self._name()} ({state}): {message}") from exc
