@@ -35,14 +35,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from datetime import datetime, timezone
 from functools import partial
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from spark_jobs import consumers, progress, rejects, runs
-from spark_jobs.errors import ConfigError, DestinationError
+from spark_jobs import consumers, errors, progress, rejects, runs
+from spark_jobs.errors import ConfigError, DestinationError, JobError
 from spark_jobs.fs import delete
 from spark_jobs.lake import Warehouse, commit_metadata, is_delta_table, latest_version, table_ref
 from spark_jobs.sinks import resolve_sink
@@ -162,6 +163,21 @@ def _with_resends(spark, wh: Warehouse, spec: dict[str, Any], ops, key: list[str
     return ops.select(*columns, "_op", "_change", "_key").unionByName(resend), ledger, resend
 
 
+def _executor_job_error(exc: Exception) -> JobError | None:
+    """A JobError raised by a sink on an executor reaches the driver buried in a Java stack trace;
+    dig it out so the task fails with the sink's own explanation (the destination, the cause)."""
+    found = re.findall(r"spark_jobs\.errors\.(\w+): ([^\n]+)", str(exc))
+    if not found:
+        return None
+    name, message = found[-1]
+    error_cls = getattr(errors, name, None)
+    if not (isinstance(error_cls, type) and issubclass(error_cls, JobError)):
+        return None
+    error = error_cls(message.strip())
+    error.__cause__ = exc
+    return error
+
+
 def _deliver_in_executors(spark, wh: Warehouse, frame, sink_cls, config: SinkConfig, key_fields: list[str],
                           policy: DeliveryPolicy):
     """Run the sink over every partition; return (stats, refused records, scratch URI to delete).
@@ -175,7 +191,11 @@ def _deliver_in_executors(spark, wh: Warehouse, frame, sink_cls, config: SinkCon
     deliver = partial(deliver_partition, make_sink=partial(sink_cls, config),
                       to_record=_record_builder(key_fields), policy=policy)
     outcomes_uri = wh.system(f"tmp/sync-{uuid.uuid4().hex}")
-    spark.createDataFrame(frame.rdd.mapPartitions(deliver), OUTCOME_DDL).write.parquet(outcomes_uri)
+    try:
+        spark.createDataFrame(frame.rdd.mapPartitions(deliver), OUTCOME_DDL).write.parquet(outcomes_uri)
+    except Exception as exc:
+        raise _executor_job_error(exc) or exc
+
     outcomes = spark.read.parquet(outcomes_uri)
     stats = Stats()
     for row in outcomes.where(F.col("kind") == "stats").select("stats").collect():  # one per partition
@@ -256,13 +276,14 @@ def _sync(spark, wh: Warehouse, spec: dict[str, Any], mode: str, destination: di
         plan_rel = f"plans/{spec['consumer']}/{spec['table']}"
         with commit_metadata(spark, {"job": "sync", "dry_run": True, "run_id": spec.get("run_id"),
                                      "to_version": spec["to_version"]}):
-            frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(wh.uri(plan_rel))
+            _as_sent(frame, key_fields).write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
+                .save(wh.uri(plan_rel))
         plan_ref = table_ref(wh, plan_rel, latest_version(spark, wh.uri(plan_rel)))
         return {**result, "committed": False, "plan": plan_ref, "stats": Stats().__dict__, "outputs": [plan_ref]}
 
     sink.prepare(schema)
     if mode == "mirror" and planned.get("delete"):
-        _guard_mass_delete(sink, planned["delete"], spec)
+        _guard_mass_delete(spark, wh, sink, planned["delete"], spec)
 
     policy = _delivery_policy(spec, sink_cls, frame.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism)
     outcomes_uri = None
@@ -296,12 +317,30 @@ def _sync(spark, wh: Warehouse, spec: dict[str, Any], mode: str, destination: di
             "outputs": [{"name": destination_label(destination), "uri": None, "version": None}]}
 
 
-def _guard_mass_delete(sink, deletes: int, spec: dict[str, Any]) -> None:
-    """Mirror mode must not wipe a destination because a source came back empty."""
+def _as_sent(frame, key_fields: list[str]):
+    """The operations as a sink receives them: a delete carries its key only (the change set keeps
+    the deleted row's last values, which are not sent)."""
+    from pyspark.sql import functions as F
+
+    is_delete = F.col("_op") == "delete"
+    return frame.select(*[
+        F.col(f"`{c}`") if c in key_fields or c.startswith("_")
+        else F.when(is_delete, F.lit(None)).otherwise(F.col(f"`{c}`")).alias(c)
+        for c in frame.columns
+    ])
+
+
+def _guard_mass_delete(spark, wh: Warehouse, sink, deletes: int, spec: dict[str, Any]) -> None:
+    """Mirror mode must not wipe a destination because a source came back empty. A destination that
+    cannot be counted (a Kafka topic) is taken to hold what the consumer last synced: the snapshot at
+    its committed version."""
     fraction = float(spec.get("max_delete_fraction", 0.5))
     if spec.get("allow_mass_delete"):
         return
     existing = sink.count()
+    if existing is None and spec.get("from_version") is not None:
+        existing = (spark.read.format("delta").option("versionAsOf", int(spec["from_version"]))
+                    .load(wh.uri(spec["table"])).count())
     if existing and deletes > fraction * existing:
         raise DestinationError(
             f"Mirror sync would delete {deletes} of the destination's {existing} rows "

@@ -32,6 +32,11 @@ class Pipeline:
         return job(self.spark, "diff", self.warehouse, table=f"snapshots/{self.name}", consumer=self.consumer,
                    **diff_options)
 
+    def diff(self, consumer: str, **diff_options: Any) -> dict[str, Any]:
+        """Another consumer's change set of the same snapshot table."""
+        return job(self.spark, "diff", self.warehouse, table=f"snapshots/{self.name}", consumer=consumer,
+                   **diff_options)
+
     def spec(self, changes: dict[str, Any], destination: dict[str, Any], **options: Any) -> dict[str, Any]:
         return {"changes": changes["changes"], "table": changes["table"], "consumer": changes["consumer"],
                 "primary_key": changes["primary_key"], "from_version": changes["from_version"],
@@ -58,3 +63,30 @@ class Pipeline:
 
     def runs(self) -> list[dict[str, Any]]:
         return [r.asDict() for r in self.system("runs").orderBy("started_at").collect()]
+
+
+def sync_killed_midway(pipeline: Pipeline, changes: dict[str, Any], destination: dict[str, Any],
+                       delivered, total: int, timeout: float = 300, **options: Any) -> dict[str, Any]:
+    """Start the sync, and once the destination holds some but not all rows (``delivered()``),
+    cancel its Spark job — the executors' Python workers are killed mid-batch, as when a task is
+    killed. Returns the failed job result; asserts the kill really happened midway."""
+    import threading
+    import time
+
+    from spark_jobs.entry import run
+
+    spark = pipeline.spark
+    outcome: dict[str, Any] = {}
+    spec = {"job": "sync", "warehouse": pipeline.warehouse, **pipeline.spec(changes, destination, **options)}
+    thread = threading.Thread(target=lambda: outcome.update(run(spark, spec)), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and thread.is_alive():
+        if 0 < delivered() < total:
+            spark.sparkContext.cancelAllJobs()
+            break
+        time.sleep(0.05)
+    thread.join(timeout)
+    assert outcome.get("status") == "failed", f"the sync was not killed midway: {outcome}"
+    assert 0 < delivered() < total, "the kill did not land midway"
+    return outcome

@@ -117,7 +117,7 @@ def test_dry_run_writes_the_plan_and_sends_nothing(spark, warehouse, tmp_path):
     assert result["plan"]["name"] == "plans/crm/snapshots/customers"
     plan = spark.read.format("delta").load(result["plan"]["uri"])
     assert sorted((r["id"], r["town"], r["origin"], r["_op"], r["_change"]) for r in plan.collect()) == [
-        (2, None, "lake", "delete", "delete"), (3, "nice", "lake", "upsert", "update"),
+        (2, None, None, "delete", "delete"), (3, "nice", "lake", "upsert", "update"),
         (4, "kyiv", "lake", "upsert", "insert")]
     assert rows_at(tmp_path) == ROWS[:3]  # nothing sent
     assert p.committed() == 0  # nothing committed: the next real run sends these changes

@@ -29,9 +29,10 @@ FORMATS = ("delta", "parquet")
 
 
 def _session():
+    """The driver's session (prepare and count run on the driver, in whatever thread runs the job)."""
     from pyspark.sql import SparkSession
 
-    return SparkSession.getActiveSession()
+    return SparkSession.builder.getOrCreate()
 
 
 class DeltaSink(FrameSink):
