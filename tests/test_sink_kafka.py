@@ -1,0 +1,101 @@
+"""Kafka upsert sink against a real KRaft broker: the topic read back and replayed (last value per
+key, tombstone = deleted) must equal the source, one key always lands in one partition, and a resend
+after a kill midway still replays to the source."""
+
+import json
+import uuid
+
+import pytest
+
+from tests.support.services import kafka_broker, read_topic  # noqa: F401  (session fixture)
+from tests.sync_helpers import Pipeline, sync_killed_midway
+
+
+@pytest.fixture
+def topic():
+    return f"customers-{uuid.uuid4().hex[:8]}"
+
+
+def destination(broker, topic, **options):
+    return {"type": "kafka", "topic": topic, "bootstrap_servers": broker.bootstrap_servers,
+            "create_topic": {"partitions": 3}, **options}
+
+
+def replay(broker, topic):
+    """The table the topic describes: last value per key, a tombstone deletes the key. Also checks
+    that no key ever appeared in two partitions."""
+    table, partitions = {}, {}
+    messages = read_topic(broker, topic)
+    for message in sorted(messages, key=lambda m: (m.partition, m.offset)):
+        key = json.loads(message.key)["id"]
+        assert partitions.setdefault(key, message.partition) == message.partition, f"key {key} in two partitions"
+        if message.value is None:
+            table.pop(key, None)
+        else:
+            table[key] = message.json()
+    return table, messages
+
+
+def as_table(rows):
+    return {r[0]: {"id": r[0], "name": r[1], "city": r[2]} for r in rows}
+
+
+def test_the_topic_replays_to_the_source_with_tombstones_for_deletes(spark, warehouse, tmp_path, kafka_broker, topic):  # noqa: F811
+    p = Pipeline(spark, warehouse, tmp_path)
+    rows = [(i, f"n{i}", f"c{i % 4}") for i in range(1, 41)]
+    first = p.sync(p.step(rows), destination(kafka_broker, topic), mode="mirror")
+    assert first["stats"]["sent"] == 40 and first["committed"]
+    table, messages = replay(kafka_broker, topic)
+    assert table == as_table(rows)
+    assert messages[0].key == json.dumps({"id": messages[0].json()["id"]}, separators=(",", ":")).encode()
+    assert len({m.partition for m in messages}) > 1  # the keys are spread, each key in one place
+
+    changed = [(i, f"N{i}" if i % 3 == 0 else f"n{i}", f"c{i % 4}") for i in range(1, 41) if i % 5] + [(50, "new", "c0")]
+    second = p.sync(p.step(changed), destination(kafka_broker, topic), mode="mirror")
+    assert (second["stats"]["deleted"], second["stats"]["inserted"]) == (8, 1)
+    table, messages = replay(kafka_broker, topic)
+    assert table == as_table(changed)
+    assert sum(m.value is None for m in messages) == 8
+
+
+def test_upsert_mode_sends_no_tombstones(spark, warehouse, tmp_path, kafka_broker, topic):  # noqa: F811
+    p = Pipeline(spark, warehouse, tmp_path)
+    p.sync(p.step([(1, "a", "x"), (2, "b", "y")]), destination(kafka_broker, topic))
+    p.sync(p.step([(1, "A", "x")]), destination(kafka_broker, topic), field_mapping={"id": "id", "name": "name"})
+    table, messages = replay(kafka_broker, topic)
+    assert table == {1: {"id": 1, "name": "A"}, 2: {"id": 2, "name": "b", "city": "y"}}
+    assert all(m.value is not None for m in messages)
+
+
+def test_a_missing_topic_is_named(spark, warehouse, tmp_path, kafka_broker, topic):  # noqa: F811
+    p = Pipeline(spark, warehouse, tmp_path)
+    error = p.sync_error(p.step([(1, "a", "x")]), {"type": "kafka", "topic": topic,
+                                                   "bootstrap_servers": kafka_broker.bootstrap_servers})
+    assert error["type"] == "DestinationError" and f"Kafka topic {topic!r} does not exist" in error["message"]
+
+
+def test_resend_after_a_kill_midway_replays_to_the_source(spark, warehouse, tmp_path, kafka_broker, topic):  # noqa: F811
+    from confluent_kafka import Consumer, TopicPartition
+
+    rows = [(i, f"name-{i}", f"city-{i % 7}") for i in range(2000)]
+    p = Pipeline(spark, warehouse, tmp_path)
+    changes = p.step(rows)
+    watcher = Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": f"w-{topic}"})
+
+    def produced():
+        topics = watcher.list_topics(topic, timeout=5).topics
+        if topic not in topics or topics[topic].error is not None:
+            return 0
+        return sum(watcher.get_watermark_offsets(TopicPartition(topic, part), timeout=5, cached=False)[1]
+                   for part in topics[topic].partitions)
+
+    try:
+        sync_killed_midway(p, changes, destination(kafka_broker, topic), produced, len(rows),
+                           delivery={"batch_size": 100, "rate_limit": 400})
+    finally:
+        watcher.close()
+    assert p.committed() is None
+    result = p.sync(changes, destination(kafka_broker, topic))
+    assert result["committed"]
+    table, _ = replay(kafka_broker, topic)
+    assert table == as_table(rows)
