@@ -11,6 +11,9 @@ from tests.support.services import kafka_broker, read_topic  # noqa: F401  (sess
 from tests.sync_helpers import Pipeline, sync_killed_midway
 
 
+pytestmark = pytest.mark.kafka
+
+
 @pytest.fixture
 def topic():
     return f"customers-{uuid.uuid4().hex[:8]}"

@@ -10,6 +10,7 @@ import pytest
 from tests.support.services import postgres_server  # noqa: F401  (session fixture)
 from tests.sync_helpers import Pipeline, sync_killed_midway
 
+pytestmark = pytest.mark.postgres
 PASSWORD_ENV = "ARETL_TEST_SINK_PG_PASSWORD"
 
 
