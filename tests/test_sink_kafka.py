@@ -92,9 +92,9 @@ def test_resend_after_a_kill_midway_replays_to_the_source(spark, warehouse, tmp_
         return sum(watcher.get_watermark_offsets(TopicPartition(topic, part), timeout=5, cached=False)[1]
                    for part in topics[topic].partitions)
 
-    try:
+    try:  # slow enough that the cancelled workers cannot finish before they are killed
         sync_killed_midway(p, changes, destination(kafka_broker, topic), produced, len(rows),
-                           delivery={"batch_size": 100, "rate_limit": 400})
+                           delivery={"batch_size": 50, "rate_limit": 100})
     finally:
         watcher.close()
     assert p.committed() is None
