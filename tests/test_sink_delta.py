@@ -24,6 +24,24 @@ def test_parquet_publish_rewrites_and_swaps(spark, warehouse, tmp_path):
     assert sorted(x.name for x in tmp_path.iterdir() if x.name.startswith("pub-parquet")) == ["pub-parquet"]
 
 
+def test_mapping_one_commit_per_sync_and_a_rerun_changes_nothing(spark, warehouse, tmp_path):
+    from spark_jobs.lake import history
+
+    path = str(tmp_path / "published")
+    target = {"type": "delta", "path": path}
+    options = {"field_mapping": {"id": "customer_id", "city": "town"}, "constants": {"source": "lake"}}
+    p = Pipeline(spark, warehouse, tmp_path)
+    p.sync(p.step(ROWS), target, **options)
+    changes = p.step(NEXT)
+    # Killed after the MERGE but before the consumer commit: the next run sends the same changes.
+    p.sync(changes, target, mode="mirror", commit=False, **options)
+    once = rows_of(spark.read.format("delta").load(path), "customer_id")
+    p.sync(changes, target, mode="mirror", **options)
+    assert rows_of(spark.read.format("delta").load(path), "customer_id") == once == [
+        (1, "oslo", "lake"), (3, "rome", "lake"), (4, "kyiv", "lake")]
+    assert [e["operation"] for e in history(spark, path)][:3] == ["MERGE", "MERGE", "MERGE"]
+
+
 def test_a_type_mismatch_names_the_column(spark, warehouse, tmp_path):
     path = str(tmp_path / "published")
     spark.createDataFrame([(1, 5, "x")], "id INT, name INT, city STRING").write.format("delta").save(path)
