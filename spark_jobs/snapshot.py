@@ -9,25 +9,43 @@ Every commit carries ``{"job": "snapshot", "logical_date", "run_id", "primary_ke
 ``userMetadata``. That is what makes re-runs idempotent: a logical date already recorded returns the
 recorded version without reading the source again, and a logical date older than the newest recorded
 one is refused (versions must follow logical dates).
+
+Change Data Feed fast path (design 4.1): when the source is a Delta table with Change Data Feed
+(``{"format": "delta", "path": ..., "cdf": true}``, or CDF found on the source unless ``"cdf": false``),
+every commit also records the source version it read (``source_version``). The next run then reads
+only the source's changes since that version, collapses them to one net change per key
+(:func:`spark_jobs.diff.net_changes`) and MERGEs those, so its cost grows with the number of changes
+rather than with the table size. It is the same single commit with the same metadata as a full
+extract and yields the same table. Its key check looks at the changed rows only: the table was
+checked when it was recorded, so a key can only turn null or duplicate through a change (the changed
+keys are looked up in the table, which scans its key column only). Whenever the
+fast path cannot apply (first run, another source or key, a commit since that is not this source's
+snapshot, a changed schema, no CDF over the range) the run reads the full extract.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timezone
 from typing import Any
 
-from spark_jobs.errors import ConfigError, SchemaDriftError
-from spark_jobs.keys import check_primary_key
+from spark_jobs.diff import AFTER_TYPES, CDF_COLUMNS, net_changes
+from spark_jobs.errors import ConfigError, DataQualityError, SchemaDriftError
+from spark_jobs.keys import EXAMPLES, check_primary_key
 from spark_jobs.lake import (
     TABLE_PROPERTIES,
     Warehouse,
     commit_metadata,
     history,
     is_delta_table,
+    latest_version,
     table_ref,
 )
 from spark_jobs.sources import describe, read_source
 from spark_jobs.timetravel import pin_delta_source, recorded_versions
+
+
+log = logging.getLogger(__name__)
 
 
 def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
@@ -39,7 +57,7 @@ def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
     uri = wh.uri(rel)
     key = list(spec.get("primary_key") or [])
     logical_date = spec.get("logical_date")
-    source = spec.get("source") or {}
+    source = _pin_source_version(spark, spec.get("source") or {})
     metadata = {
         "job": "snapshot",
         "logical_date": logical_date,
@@ -47,11 +65,13 @@ def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
         "primary_key": key,
         "source": describe(source),
     }
+    if source.get("format") == "delta" and source.get("version") is not None:
+        metadata["source_version"] = int(source["version"])
     exists = is_delta_table(spark, uri)
     if exists and logical_date:
         recorded = _recorded_dates(spark, uri)
         if logical_date in recorded:
-            return _result(wh, rel, recorded[logical_date], source, reused=True)
+            return _result(wh, rel, recorded[logical_date], source, reused=True, read=None)
         newest = max(recorded, key=_parse_date, default=None)
         if newest and _parse_date(logical_date) < _parse_date(newest):
             raise ConfigError(
@@ -60,6 +80,11 @@ def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
                 f"date cannot be inserted. To rebuild history: restore the table to the version of the "
                 f"date before {logical_date}, then replay the dates from {logical_date} on in order."
             )
+
+    since = _cdf_since(spark, uri, source, key) if exists else None
+    if since is not None:
+        _apply_source_changes(spark, uri, source, key, name, since, metadata)
+        return _result(wh, rel, _own_commit(spark, uri, metadata), source, reused=False, read="change_data_feed")
 
     from pyspark import StorageLevel
 
@@ -92,10 +117,7 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
     merge = DeltaTable.forPath(spark, uri).alias("t").merge(df.alias("s"), on)
     if values:
-        unchanged = " AND ".join(
-            f"s.`{c}` IS NULL" if c in added else f"t.`{c}` <=> s.`{c}`" for c in values
-        )
-        merge = merge.whenMatchedUpdateAll(condition=f"NOT ({unchanged})")
+        merge = merge.whenMatchedUpdateAll(condition=f"NOT ({_unchanged(values, tuple(added))})")
     merge = merge.whenNotMatchedInsertAll().whenNotMatchedBySourceDelete()
     if evolve:
         spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
@@ -104,12 +126,130 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     finally:
         if evolve:
             spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
+    _record_if_unchanged(spark, uri, metadata)
+
+
+def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any]) -> None:
     latest = history(spark, uri, 1)[0]["metadata"]
     if (latest.get("run_id"), latest.get("logical_date")) != (metadata["run_id"], metadata["logical_date"]):
         # Nothing changed, so the MERGE committed nothing. Record the logical date all the same with
         # a metadata-only commit: every run is one version, and its Change Data Feed is empty.
         spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES "
                   f"('aretl.unchanged_since' = '{metadata['logical_date']}')")
+
+
+def _unchanged(values: list[str], added: tuple[str, ...] = ()) -> str:
+    """SQL: the source row ``s`` carries the same values as the table row ``t``."""
+    return " AND ".join(f"s.`{c}` IS NULL" if c in added else f"t.`{c}` <=> s.`{c}`" for c in values)
+
+
+def _pin_source_version(spark, source: dict[str, Any]) -> dict[str, Any]:
+    """A Delta source without a pinned version or timestamp is read at its latest version, pinned
+    here so that the version recorded in the commit is exactly the one read."""
+    if source.get("format") != "delta" or source.get("version") is not None or source.get("timestamp"):
+        return source
+    path = source.get("path")
+    if not path or not is_delta_table(spark, path):
+        return source  # read_source names the problem
+    return {**source, "version": latest_version(spark, path)}
+
+
+def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str]) -> int | None:
+    """The source version the table's newest commit recorded, if the fast path applies; else None."""
+    wanted = source.get("cdf")
+    if source.get("format") != "delta" or wanted is False or source.get("version") is None:
+        return None
+    path, version = source["path"], int(source["version"])
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+    if str((detail["properties"] or {}).get("delta.enableChangeDataFeed", "")).lower() != "true":
+        if wanted:
+            raise ConfigError(f"Source {path!r} has no Change Data Feed (cdf: true); enable "
+                              "delta.enableChangeDataFeed on it or drop 'cdf' to read full extracts")
+        return None
+    last = history(spark, uri, 1)[0]["metadata"]
+    since = last.get("source_version")
+    if (last.get("job") != "snapshot" or last.get("source") != describe(source)
+            or list(last.get("primary_key") or []) != key or last.get("rows") is None
+            or not isinstance(since, int) or since > version):
+        return None
+    table = spark.read.format("delta").load(uri).schema
+    read = spark.read.format("delta").option("versionAsOf", version).load(path).schema
+    if sorted((f.name, f.dataType.simpleString()) for f in table.fields) != sorted(
+            (f.name, f.dataType.simpleString()) for f in read.fields):
+        return None  # the full path applies the schema drift rules
+    return since
+
+
+def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str], name: str, since: int,
+                          metadata: dict[str, Any]) -> None:
+    """The fast path: MERGE the source's net changes over (since, version] as one commit."""
+    from delta.tables import DeltaTable
+    from pyspark import StorageLevel
+    from pyspark.errors import AnalysisException
+
+    version = int(source["version"])
+    previous_rows = int(history(spark, uri, 1)[0]["metadata"]["rows"])
+    if version == since:
+        metadata["rows"] = previous_rows
+        with commit_metadata(spark, metadata):
+            _record_if_unchanged(spark, uri, metadata)
+        return
+    try:
+        cdf = (spark.read.format("delta").option("readChangeFeed", "true")
+               .option("startingVersion", since + 1).option("endingVersion", version).load(source["path"]))
+    except AnalysisException as exc:
+        raise ConfigError(f"Snapshot {name}: cannot read the Change Data Feed of {source['path']!r} from "
+                          f"version {since + 1} to {version} ({exc}). Pass \"cdf\": false in the source to "
+                          "read a full extract instead.") from None
+    cdf = cdf.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        metadata["rows"] = previous_rows + _check_changed_keys(spark, uri, cdf, key, f"Snapshot {name}")
+        values = [c for c in cdf.columns if c not in key and c not in CDF_COLUMNS]
+        changes = net_changes(cdf, key, values, values).where("_change_type <> 'update_preimage'")
+        on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
+        merge = (DeltaTable.forPath(spark, uri).alias("t").merge(changes.alias("s"), on)
+                 .whenMatchedDelete(condition="s._change_type = 'delete'"))
+        if values:
+            merge = merge.whenMatchedUpdate(condition=f"s._change_type <> 'delete' AND NOT ({_unchanged(values)})",
+                                            set={f"`{c}`": f"s.`{c}`" for c in values})
+        merge = merge.whenNotMatchedInsert(condition="s._change_type <> 'delete'",
+                                           values={f"`{c}`": f"s.`{c}`" for c in key + values})
+        with commit_metadata(spark, metadata):
+            merge.execute()
+            _record_if_unchanged(spark, uri, metadata)
+    finally:
+        cdf.unpersist()
+    log.info("Snapshot %s: applied the Change Data Feed of source versions %s..%s", name, since + 1, version)
+
+
+def _check_changed_keys(spark, uri: str, cdf, key: list[str], where: str) -> int:
+    """Fail if a change leaves a null or duplicate key; return the change in the row count.
+
+    The table holds each key at most once (it was checked when recorded), so per changed key the
+    count after the range is 1 if the table has it, else 0, plus inserted minus removed images.
+    One aggregation over the changes, joined to the table's keys; a handful of rows come back.
+    """
+    from pyspark.sql import functions as F
+
+    sign = F.when(F.col("_change_type").isin(*AFTER_TYPES), 1).otherwise(-1)
+    per_key = cdf.groupBy(*key).agg(F.sum(sign).alias("delta"))
+    table_keys = spark.read.format("delta").load(uri).select(*key).withColumn("_in_table", F.lit(1))
+    per_key = (table_keys.join(F.broadcast(per_key), key, "right")
+               .withColumn("count", F.coalesce("_in_table", F.lit(0)) + F.col("delta")))
+    any_null = F.lit(False)
+    for col in key:
+        any_null = any_null | F.col(col).isNull()
+    totals = per_key.agg(F.sum("delta").alias("delta"),
+                         F.sum(F.when(any_null & (F.col("count") > 0), F.col("count"))).alias("null_keys"),
+                         F.sum(F.when(~any_null & (F.col("count") > 1), 1)).alias("dupes")).first()
+    if totals["null_keys"]:
+        raise DataQualityError(f"{where}: {totals['null_keys']} changed row(s) have a null primary key {key}. "
+                               "Nothing was written.")
+    if totals["dupes"]:
+        examples = per_key.where(~any_null & (F.col("count") > 1)).limit(EXAMPLES).collect()
+        described = ", ".join(f"{ {c: r[c] for c in key} } x{r['count']}" for r in examples)
+        raise DataQualityError(f"{where}: duplicate primary key {key}: {described}. Nothing was written.")
+    return int(totals["delta"] or 0)
 
 
 def _align_schema(spark, uri: str, df, name: str, allow_evolution: bool):
@@ -160,8 +300,10 @@ def _parse_date(value: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 
-def _result(wh, rel, entry, source, reused) -> dict[str, Any]:
-    """The job result for the snapshot commit ``entry``; a first write's metrics only know output rows."""
+def _result(wh, rel, entry, source, reused, read: str | None = "full_extract") -> dict[str, Any]:
+    """The job result for the snapshot commit ``entry``; a first write's metrics only know output rows.
+    ``read`` says how the source was read: ``full_extract``, ``change_data_feed`` (the fast path) or
+    None (a re-run that read nothing)."""
     metadata, metrics, version = entry["metadata"], entry["operationMetrics"], entry["version"]
     inserted = int(metrics.get("numTargetRowsInserted", metrics.get("numOutputRows", 0)))
     updated = int(metrics.get("numTargetRowsUpdated", 0))
@@ -181,6 +323,7 @@ def _result(wh, rel, entry, source, reused) -> dict[str, Any]:
         "updated": updated,
         "deleted": deleted,
         "reused": reused,
+        "read": read,
         "inputs": [source_ref],
         "outputs": [out],
     }
