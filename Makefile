@@ -1,5 +1,6 @@
 # The two commands of the README: `make demo` and `make test`. Both set themselves up first.
 .PHONY: setup demo test clean
+.PHONY: bench
 
 setup:
 	bash scripts/bootstrap.sh
@@ -12,3 +13,9 @@ test: setup
 
 clean:
 	rm -rf .cache/demo .pytest_cache
+
+# Benchmarks (not tests): `make bench ROWS=10000000` for the 10M figures. See bench/README.md.
+ROWS ?= 1000000
+bench: setup
+	.venv/bin/pip install -q -e ".[test,bench]"
+	.venv/bin/python -m bench.run --rows $(ROWS)

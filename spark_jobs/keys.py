@@ -17,7 +17,8 @@ def require_columns(columns: list[str], wanted: list[str], what: str) -> None:
 def check_primary_key(df, key: list[str], where: str) -> int:
     """Fail on null or duplicate keys in ``df``; return its row count.
 
-    Two aggregations, each returning a handful of rows: never the data itself.
+    One aggregation (rows per key, then totals over the keys) returning one row: never the data
+    itself, and one pass over it. Examples of the faulty keys are only looked up on failure.
     """
     from pyspark.sql import functions as F
 
@@ -27,20 +28,22 @@ def check_primary_key(df, key: list[str], where: str) -> int:
     any_null = F.lit(False)
     for col in key:
         any_null = any_null | F.col(col).isNull()
-    totals = df.agg(F.count(F.lit(1)).alias("rows"), F.sum(any_null.cast("long")).alias("null_keys")).first()
+    per_key = df.groupBy(*key).agg(F.count(F.lit(1)).alias("count"))
+    totals = per_key.agg(F.sum("count").alias("rows"),
+                         F.sum(F.when(any_null, F.col("count"))).alias("null_keys"),
+                         F.sum(F.when(~any_null & (F.col("count") > 1), 1)).alias("dupes")).first()
     if totals["null_keys"]:
         sample = [r.asDict() for r in df.where(any_null).select(*df.columns).limit(EXAMPLES).collect()]
         raise DataQualityError(
             f"{where}: {totals['null_keys']} row(s) have a null primary key {key}; examples: {sample}. "
             "Nothing was written."
         )
-    dupes = df.groupBy(*key).count().where("count > 1")
-    examples = dupes.orderBy(F.desc("count")).limit(EXAMPLES).collect()
-    if examples:
+    if totals["dupes"]:
+        examples = per_key.where(~any_null & (F.col("count") > 1)).orderBy(F.desc("count")).limit(EXAMPLES).collect()
         described = ", ".join(
             f"{ {c: r[c] for c in key} } x{r['count']}" for r in examples
         )
         raise DataQualityError(
             f"{where}: duplicate primary key {key}: {described}. Nothing was written."
         )
-    return int(totals["rows"])
+    return int(totals["rows"] or 0)

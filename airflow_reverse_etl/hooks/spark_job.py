@@ -127,6 +127,12 @@ class SparkJobHook(BaseHook):
         conf = {**DELTA_CONF, **self.spark_conf}
         # Quiet JVM logging (WARN) unless the user configures the driver's Java options.
         conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j_config()}")
+        # Fixed costs of every job (bench scenario 5): Delta replays a table's log in 50 tasks by default,
+        # and each job reads several logs several times (history, commit lookups), which costs more than
+        # the data on small and medium tables; the web UI and console progress bar only slow a batch job.
+        conf.setdefault("spark.databricks.delta.snapshotPartitions", "4")
+        conf.setdefault("spark.ui.enabled", "false")
+        conf.setdefault("spark.ui.showConsoleProgress", "false")
         jars_dir = config.jars_dir()
         if jars_dir:
             from glob import glob
