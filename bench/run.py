@@ -1,0 +1,308 @@
+"""The benchmark harness: ``python -m bench.run --rows 1000000`` (or ``make bench``).
+
+Each scenario times the project's path and a reference in the same run on the same data, prints a
+table of figures and ratios and writes everything to ``bench/results/latest.json``. Every scenario is
+repeated ``--repeat`` times (fresh warehouse each time) and every repetition is reported: on a shared
+machine the ratios, not the seconds, are what count.
+
+Scenarios: 1 snapshot + diff of a full extract; 2 the Change Data Feed fast path; 3 wide table and
+4 sinks (``bench.bench_widen`` / ``bench.bench_sinks`` when present); 5 orchestration overhead
+(Airflow + spark-submit, in a child process); 6 driver peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench import data
+from bench.data import Mutation
+from bench.references import duckdb_diff, spark_join_diff
+
+REPO = Path(__file__).resolve().parents[1]
+JARS_DIR = REPO / ".cache" / "jars"
+RESULTS = REPO / "bench" / "results"
+
+GOALS = {  # ratio name -> (goal text, predicate)
+    "s1.project_vs_duckdb": ("<= 3x DuckDB (goal at 10M)", lambda r: r <= 3),
+    "s2.fast_path_vs_duckdb": ("< 1 (faster than the DuckDB full diff)", lambda r: r < 1),
+    "s5.overhead_per_task_s": ("<= 15 s per task", lambda r: r <= 15),
+    "s6.rss_growth": ("flat (<= 1.5x for 10x the rows)", lambda r: r <= 1.5),
+}
+
+
+def session(rows: int):
+    """The one local[2] session of the run, with the Delta jars of ``.cache/jars``."""
+    from spark_jobs.session import build_session
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = build_session("aretl-bench", master="local[2]", jars_dir=str(JARS_DIR), conf={
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        # Delta log replay: its default of 50 tasks per table read is the fixed cost that dominated
+        # every job at 100k rows (each history or table lookup replays the log)
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.driver.memory": "4g",
+        # sized for the data: ~1 partition per 125k rows, at least the two cores' worth
+        "spark.sql.shuffle.partitions": str(max(4, rows // 125_000)),
+    })
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def timed(fn, *args, **kwargs):
+    started = time.perf_counter()
+    value = fn(*args, **kwargs)
+    return round(time.perf_counter() - started, 3), value
+
+
+def job(spark, job_name: str, warehouse: str, **spec):
+    from spark_jobs.entry import run
+
+    result = run(spark, {"job": job_name, "warehouse": warehouse, **spec})
+    if result["status"] != "success":
+        raise RuntimeError(f"{job_name} failed: {result['error']}")
+    return result
+
+
+def start_consumer(spark, warehouse: str, table: str, version: int) -> None:
+    """Mark ``version`` as delivered, as a sync would, so the timed diff reads only the next change."""
+    from spark_jobs import consumers
+    from spark_jobs.lake import Warehouse
+
+    consumers.commit(spark, Warehouse(warehouse), table, "bench", version, "bench-setup")
+
+
+def scenario_1(spark, con, work: Path, rows: int, before: str, after: str, expected: dict) -> dict:
+    """Snapshot + diff of a full extract vs DuckDB and plain Spark joins of the same two versions."""
+    wh = str(work / "s1-warehouse")
+    shutil.rmtree(wh, ignore_errors=True)
+    source = lambda path: {"format": "parquet", "path": path}  # noqa: E731
+    job(spark, "snapshot", wh, name="bench", primary_key=["id"], source=source(before),
+        logical_date="2026-01-01", run_id="v1")
+    start_consumer(spark, wh, "snapshots/bench", 0)
+    snap_s, snap = timed(job, spark, "snapshot", wh, name="bench", primary_key=["id"], source=source(after),
+                         logical_date="2026-01-02", run_id="v2")
+    diff_s, diff = timed(job, spark, "diff", wh, table="snapshots/bench", consumer="bench")
+    duck_s, duck = timed(duckdb_diff, con, before, after, str(work / "s1-duckdb.parquet"))
+    join_s, join = timed(spark_join_diff, spark, before, after, str(work / "s1-spark-join"))
+    checks = {"project": diff["counts"] == expected, "duckdb": duck == expected, "spark_join": join == expected}
+    project = round(snap_s + diff_s, 3)
+    return {
+        "figures": {"snapshot_s": snap_s, "diff_s": diff_s, "project_s": project, "duckdb_s": duck_s,
+                    "spark_join_s": join_s, "snapshot_rows": snap["rows"]},
+        "ratios": {"s1.project_vs_duckdb": round(project / duck_s, 2),
+                   "s1.project_vs_spark_join": round(project / join_s, 2),
+                   "s1.spark_join_vs_duckdb": round(join_s / duck_s, 2)},
+        "correct": checks,
+    }
+
+
+def apply_changes(spark, table: str, changes: str) -> None:
+    """Apply a mutation's changed rows to the Delta source (one MERGE: a source commit with CDF)."""
+    from delta.tables import DeltaTable
+
+    cols = {f"`{c}`": f"s.`{c}`" for c in data.COLUMNS}
+    (DeltaTable.forPath(spark, table).alias("t").merge(spark.read.parquet(changes).alias("s"), "t.id = s.id")
+     .whenMatchedDelete(condition="s._deleted").whenMatchedUpdate(set=cols)
+     .whenNotMatchedInsert(condition="NOT s._deleted", values=cols).execute())
+
+
+def scenario_2(spark, con, work: Path, rows: int, before: str, seed: int) -> dict:
+    """The Change Data Feed fast path on 0.1% changed rows vs the DuckDB full diff of the same versions."""
+    mutation = Mutation(update=0.0005, insert=0.00025, delete=0.00025)
+    after, changes = str(work / "s2-after.parquet"), str(work / "s2-changes.parquet")
+    expected = data.mutate(con, before, rows, after, mutation, seed, changes_path=changes)
+    wh, src = str(work / "s2-warehouse"), str(work / "s2-source")
+    shutil.rmtree(wh, ignore_errors=True)
+    shutil.rmtree(src, ignore_errors=True)
+    spark.read.parquet(before).write.format("delta").option("delta.enableChangeDataFeed", "true").save(src)
+    for name, cdf in (("fast", True), ("full", False)):
+        job(spark, "snapshot", wh, name=name, primary_key=["id"], source={"format": "delta", "path": src, "cdf": cdf},
+            logical_date="2026-01-01", run_id="v1")
+        start_consumer(spark, wh, f"snapshots/{name}", 0)
+    apply_changes(spark, src, changes)
+
+    def project(name, cdf):
+        snap = job(spark, "snapshot", wh, name=name, primary_key=["id"],
+                   source={"format": "delta", "path": src, "cdf": cdf}, logical_date="2026-01-02", run_id="v2")
+        return snap, job(spark, "diff", wh, table=f"snapshots/{name}", consumer="bench")
+
+    fast_s, (fast_snap, fast_diff) = timed(project, "fast", True)
+    full_s, (_, full_diff) = timed(project, "full", False)
+    duck_s, duck = timed(duckdb_diff, con, before, after, str(work / "s2-duckdb.parquet"))
+    return {
+        "figures": {"fast_path_s": fast_s, "full_path_s": full_s, "duckdb_s": duck_s,
+                    "changed_rows": sum(expected.values()), "read": fast_snap["read"]},
+        "ratios": {"s2.fast_path_vs_duckdb": round(fast_s / duck_s, 2),
+                   "s2.fast_path_vs_full_path": round(fast_s / full_s, 2)},
+        "correct": {"fast_path": fast_diff["counts"] == expected and fast_snap["read"] == "change_data_feed",
+                    "full_path": full_diff["counts"] == expected, "duckdb": duck == expected},
+    }
+
+
+def peak_rss(spark) -> dict:
+    """Peak resident memory (MiB) of the driver JVM and of this Python process so far."""
+    import resource
+
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    with open(f"/proc/{pid}/status") as handle:
+        hwm = next(int(line.split()[1]) for line in handle if line.startswith("VmHWM:"))
+    return {"jvm_peak_rss_mib": round(hwm / 1024), "python_peak_rss_mib":
+            round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+
+
+def scenario_6(args, rss: dict) -> dict:
+    """Driver peak RSS of this run against the same scenarios at a tenth of the rows, in a fresh process."""
+    small = max(1000, args.rows // 10)
+    out = REPO / ".cache" / "bench" / f"rss-{small}.json"
+    scenarios = ",".join(s for s in args.scenarios if s in ("1", "2"))
+    subprocess.run([sys.executable, "-m", "bench.run", "--rows", str(small), "--seed", str(args.seed), "--repeat",
+                    "1", "--scenarios", scenarios, "--out", str(out), "--quiet"], check=True, cwd=REPO)
+    small_rss = json.loads(out.read_text())["runs"][0]["rss"]
+    return {"figures": {f"jvm_peak_rss_mib@{small}": small_rss["jvm_peak_rss_mib"],
+                        f"jvm_peak_rss_mib@{args.rows}": rss["jvm_peak_rss_mib"],
+                        f"python_peak_rss_mib@{small}": small_rss["python_peak_rss_mib"],
+                        f"python_peak_rss_mib@{args.rows}": rss["python_peak_rss_mib"]},
+            "ratios": {"s6.rss_growth": round(rss["jvm_peak_rss_mib"] / small_rss["jvm_peak_rss_mib"], 2)}}
+
+
+def scenario_5() -> dict:
+    out = REPO / ".cache" / "bench" / "orchestration.json"
+    subprocess.run([sys.executable, "-m", "bench.orchestration", "--out", str(out)], check=True, cwd=REPO)
+    return json.loads(out.read_text())
+
+
+def optional(module: str, func: str, *args) -> dict | None:
+    """Scenarios 3 and 4 live in their own modules, written with the features they measure."""
+    try:
+        helper = getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError):
+        return None
+    return helper(*args)
+
+
+def one_run(args, spark, con, work: Path, before: str, after: str, expected: dict) -> dict:
+    run: dict = {"scenarios": {}}
+    wanted = set(args.scenarios)
+    if "1" in wanted:
+        run["scenarios"]["1"] = scenario_1(spark, con, work, args.rows, before, after, expected)
+    if "2" in wanted:
+        run["scenarios"]["2"] = scenario_2(spark, con, work, args.rows, before, args.seed)
+    if "3" in wanted and (wide := optional("bench.bench_widen", "wide", spark, con, work, args.rows)):
+        run["scenarios"]["3"] = wide
+    if "4" in wanted and (sinks := optional("bench.bench_sinks", "sinks", spark, con, work, args.rows)):
+        run["scenarios"]["4"] = sinks
+    run["rss"] = peak_rss(spark)
+    return run
+
+
+def machine() -> dict:
+    import psutil
+
+    return {"host": socket.gethostname(), "platform": platform.platform(), "python": platform.python_version(),
+            "cores": os.cpu_count(), "memory_gib": round(psutil.virtual_memory().total / 2**30),
+            "load_avg_at_start": [round(x, 1) for x in os.getloadavg()]}
+
+
+def table(report: dict) -> str:
+    """Every figure and ratio, one column per repetition, goals judged on the median-free worst case."""
+    runs = report["runs"]
+    lines = [f"N = {report['rows']:,} rows, seed {report['seed']}, {report['date']}, "
+             f"{report['machine']['cores']} cores, load {report['machine']['load_avg_at_start']}"]
+    header = ["scenario", "figure"] + [f"run {i + 1}" for i in range(len(runs))] + ["goal", "met"]
+    rows = []
+    scenarios = sorted({s for r in runs for s in r["scenarios"]})
+    for s in scenarios:
+        names = list(dict.fromkeys(n for r in runs for kind in ("figures", "ratios")
+                                   for n in r["scenarios"].get(s, {}).get(kind, {})))
+        for name in names:
+            values = [r["scenarios"].get(s, {}).get("figures", {}).get(name,
+                      r["scenarios"].get(s, {}).get("ratios", {}).get(name)) for r in runs]
+            goal, met = GOALS.get(name, ("", None))
+            verdict = "" if met is None else ("yes" if all(v is not None and met(v) for v in values) else "no")
+            rows.append([s, name, *[str(v) for v in values], goal, verdict])
+        for r_i, r in enumerate(runs):
+            bad = [k for k, ok in r["scenarios"].get(s, {}).get("correct", {}).items() if not ok]
+            if bad:
+                rows.append([s, f"WRONG RESULT in run {r_i + 1}", ", ".join(bad), "", ""])
+    for key in ("jvm_peak_rss_mib", "python_peak_rss_mib"):
+        rows.append(["-", key, *[str(r["rss"][key]) for r in runs], "", ""])
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *[r + [""] * (len(header) - len(r)) for r in rows])]
+    fmt = lambda cells: "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths)) + " |"  # noqa: E731
+    lines += [fmt(header), fmt(["-" * w for w in widths])]
+    lines += [fmt(r + [""] * (len(header) - len(r))) for r in rows]
+    return "\n".join(lines)
+
+
+def write(out: str, report: dict) -> None:
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text(json.dumps(report, indent=2, default=str))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--scenarios", default="1,2,3,4,5,6", type=lambda s: s.split(","))
+    parser.add_argument("--update", type=float, default=0.01)
+    parser.add_argument("--insert", type=float, default=0.005)
+    parser.add_argument("--delete", type=float, default=0.005)
+    parser.add_argument("--work", default=str(REPO / ".cache" / "bench"))
+    parser.add_argument("--out", default=str(RESULTS / "latest.json"))
+    parser.add_argument("--quiet", action="store_true", help="no table on stdout (child runs)")
+    args = parser.parse_args(argv)
+
+    work = Path(args.work) / f"n{args.rows}-s{args.seed}"
+    work.mkdir(parents=True, exist_ok=True)
+    con = data.connect()
+    before, after = str(work / "v1.parquet"), str(work / "v2.parquet")
+    mutation = Mutation(args.update, args.insert, args.delete)
+    if not os.path.exists(before):
+        data.generate(con, args.rows, before, args.seed)
+    expected = data.mutate(con, before, args.rows, after, mutation, args.seed)
+
+    report = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": args.rows,
+              "seed": args.seed, "mutation": vars(mutation), "machine": machine(), "runs": []}
+    in_process = [s for s in args.scenarios if s in ("1", "2", "3", "4")]
+    if in_process:
+        spark = session(args.rows)
+        try:
+            for _ in range(args.repeat):
+                report["runs"].append(one_run(args, spark, con, work, before, after, expected))
+                write(args.out, report)  # an interrupted run keeps its finished repetitions
+        finally:
+            spark.stop()
+    if "5" in args.scenarios or "6" in args.scenarios:
+        if not report["runs"]:
+            report["runs"].append({"scenarios": {}, "rss": {"jvm_peak_rss_mib": None, "python_peak_rss_mib": None}})
+        extra = {}
+        if "5" in args.scenarios:
+            extra["5"] = scenario_5()
+        if "6" in args.scenarios and report["runs"][-1]["rss"]["jvm_peak_rss_mib"]:
+            extra["6"] = scenario_6(args, report["runs"][-1]["rss"])
+        for run in report["runs"]:  # measured once, shown against every repetition
+            run["scenarios"].update(extra)
+
+    write(args.out, report)
+    if not args.quiet:
+        print(table(report))
+        print(f"\nwritten to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
