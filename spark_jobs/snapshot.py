@@ -57,7 +57,8 @@ def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
     uri = wh.uri(rel)
     key = list(spec.get("primary_key") or [])
     logical_date = spec.get("logical_date")
-    source = _pin_source_version(spark, spec.get("source") or {})
+    # a Delta source is pinned to the exact version read: the result names it, the commit records it
+    source = pin_delta_source(spark, spec.get("source") or {}, logical_date)
     metadata = {
         "job": "snapshot",
         "logical_date": logical_date,
@@ -88,7 +89,6 @@ def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
 
     from pyspark import StorageLevel
 
-    source = pin_delta_source(spark, source, logical_date)  # the result names the version read
     df = read_source(spark, source).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         metadata["rows"] = check_primary_key(df, key, f"Snapshot {name}")
@@ -141,17 +141,6 @@ def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any]) -> None:
 def _unchanged(values: list[str], added: tuple[str, ...] = ()) -> str:
     """SQL: the source row ``s`` carries the same values as the table row ``t``."""
     return " AND ".join(f"s.`{c}` IS NULL" if c in added else f"t.`{c}` <=> s.`{c}`" for c in values)
-
-
-def _pin_source_version(spark, source: dict[str, Any]) -> dict[str, Any]:
-    """A Delta source without a pinned version or timestamp is read at its latest version, pinned
-    here so that the version recorded in the commit is exactly the one read."""
-    if source.get("format") != "delta" or source.get("version") is not None or source.get("timestamp"):
-        return source
-    path = source.get("path")
-    if not path or not is_delta_table(spark, path):
-        return source  # read_source names the problem
-    return {**source, "version": latest_version(spark, path)}
 
 
 def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str]) -> int | None:
