@@ -57,8 +57,28 @@ def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
     uri = wh.uri(rel)
     key = list(spec.get("primary_key") or [])
     logical_date = spec.get("logical_date")
+    source = spec.get("source") or {}
+    exists = is_delta_table(spark, uri)
+    # Recorded dates first: a re-run reads nothing, and a past date is refused before the source
+    # is even looked at (its own history may not reach back that far).
+    if exists and logical_date:
+        recorded = _recorded_dates(spark, uri)
+        if logical_date in recorded:
+            entry = recorded[logical_date]
+            if entry["metadata"].get("source_version") is not None:
+                source = {**source, "version": entry["metadata"]["source_version"]}
+            return _result(wh, rel, entry, source, reused=True, read=None)
+        newest = max(recorded, key=_parse_date, default=None)
+        if newest and _parse_date(logical_date) < _parse_date(newest):
+            raise ConfigError(
+                f"Snapshot {name}: logical date {logical_date} is older than the newest recorded one "
+                f"({newest}, version {recorded[newest]['version']}). Versions follow logical dates, so a past "
+                f"date cannot be inserted. To rebuild history: restore the table to the version of the "
+                f"date before {logical_date}, then replay the dates from {logical_date} on in order."
+            )
+
     # a Delta source is pinned to the exact version read: the result names it, the commit records it
-    source = pin_delta_source(spark, spec.get("source") or {}, logical_date)
+    source = pin_delta_source(spark, source, logical_date)
     metadata = {
         "job": "snapshot",
         "logical_date": logical_date,
@@ -68,19 +88,6 @@ def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
     }
     if source.get("format") == "delta" and source.get("version") is not None:
         metadata["source_version"] = int(source["version"])
-    exists = is_delta_table(spark, uri)
-    if exists and logical_date:
-        recorded = _recorded_dates(spark, uri)
-        if logical_date in recorded:
-            return _result(wh, rel, recorded[logical_date], source, reused=True, read=None)
-        newest = max(recorded, key=_parse_date, default=None)
-        if newest and _parse_date(logical_date) < _parse_date(newest):
-            raise ConfigError(
-                f"Snapshot {name}: logical date {logical_date} is older than the newest recorded one "
-                f"({newest}, version {recorded[newest]['version']}). Versions follow logical dates, so a past "
-                f"date cannot be inserted. To rebuild history: restore the table to the version of the "
-                f"date before {logical_date}, then replay the dates from {logical_date} on in order."
-            )
 
     since = _cdf_since(spark, uri, source, key) if exists else None
     if since is not None:
