@@ -78,7 +78,7 @@ def test_a_missing_topic_is_named(spark, warehouse, tmp_path, kafka_broker, topi
 
 
 def test_resend_after_a_kill_midway_replays_to_the_source(spark, warehouse, tmp_path, kafka_broker, topic):  # noqa: F811
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     rows = [(i, f"name-{i}", f"city-{i % 7}") for i in range(2000)]
     p = Pipeline(spark, warehouse, tmp_path)
@@ -86,11 +86,18 @@ def test_resend_after_a_kill_midway_replays_to_the_source(spark, warehouse, tmp_
     watcher = Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": f"w-{topic}"})
 
     def produced():
-        topics = watcher.list_topics(topic, timeout=5).topics
-        if topic not in topics or topics[topic].error is not None:
-            return 0
-        return sum(watcher.get_watermark_offsets(TopicPartition(topic, part), timeout=5, cached=False)[1]
-                   for part in topics[topic].partitions)
+        """Messages in the topic so far; 0 while the sink's freshly created topic has no leaders yet
+        (the broker answers NOT_LEADER_FOR_PARTITION for a moment after creating it)."""
+        try:
+            topics = watcher.list_topics(topic, timeout=5).topics
+            if topic not in topics or topics[topic].error is not None:
+                return 0
+            return sum(watcher.get_watermark_offsets(TopicPartition(topic, part), timeout=5, cached=False)[1]
+                       for part in topics[topic].partitions)
+        except KafkaException as error:
+            if error.args[0].retriable() or error.args[0].code() == KafkaError.NOT_LEADER_FOR_PARTITION:
+                return 0
+            raise
 
     try:  # slow enough that the cancelled workers cannot finish before they are killed
         sync_killed_midway(p, changes, destination(kafka_broker, topic), produced, len(rows),
