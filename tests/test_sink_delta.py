@@ -14,6 +14,23 @@ def read(spark, path, fmt="delta"):
     return rows_of(frame.select("id", "name", "city"), "id")
 
 
+def test_every_mode_merges_by_key(spark, warehouse, tmp_path):
+    p = Pipeline(spark, warehouse, tmp_path)
+    p.step(ROWS)
+    modes = ("upsert", "mirror", "insert", "update")
+    targets = {mode: {"type": "delta", "path": str(tmp_path / f"pub-{mode}")} for mode in modes}
+    for mode in modes:  # one consumer per published table
+        p.sync(p.diff(mode), targets[mode])
+    p.step(NEXT)
+    for mode in modes:
+        result = p.sync(p.diff(mode), targets[mode], mode=mode, allow_mass_delete=True)
+        assert result["stats"]["sent"] == sum(result["planned"].values())
+    assert read(spark, targets["upsert"]["path"]) == sorted(set(ROWS[1:] + NEXT))
+    assert read(spark, targets["mirror"]["path"]) == NEXT
+    assert read(spark, targets["insert"]["path"]) == ROWS + [(4, "dan", "kyiv")]
+    assert read(spark, targets["update"]["path"]) == [(1, "ANN", "oslo"), (2, "bob", "lima"), (3, "cid", "rome")]
+
+
 def test_parquet_publish_rewrites_and_swaps(spark, warehouse, tmp_path):
     path = str(tmp_path / "pub-parquet")
     target = {"type": "delta", "format": "parquet", "path": path}

@@ -100,6 +100,19 @@ def test_a_hung_server_times_out_cleanly(spark, warehouse, tmp_path, server):
     assert p.runs()[-1]["status"] == "failed"
 
 
+def test_concurrency_keeps_several_batches_in_flight(spark, warehouse, tmp_path, server):
+    rows = [(i, f"n{i}", "x") for i in range(16)]
+    server.hang(times=8, seconds=1.0, then="apply")  # each batch takes a second to answer
+    p = Pipeline(spark, warehouse, tmp_path)
+    p.sync(p.step(rows), destination(server, timeout=10), delivery={"batch_size": 2, "concurrency": 4})
+    received = sorted(r.received_monotonic for r in server.requests)
+    assert len(received) == 8 and as_rows(server) == rows
+    # Each request is held for a second. One batch at a time per partition, with two partitions
+    # running at once, no more than two requests could arrive within 0.9 s of each other.
+    most_at_once = max(sum(1 for t in received if start <= t < start + 0.9) for start in received)
+    assert most_at_once >= 3
+
+
 def test_resend_after_a_kill_midway(spark, warehouse, tmp_path, server):
     rows = [(i, f"name-{i}", f"city-{i % 5}") for i in range(1500)]
     p = Pipeline(spark, warehouse, tmp_path)
