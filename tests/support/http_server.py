@@ -49,8 +49,12 @@ Faults are queued and consumed in the order they were added, one per request tha
     server.hang(times=1, seconds=3)              # ... then one that hangs
     server.reject_records(lambda r: r["key"]["id"] % 10 == 0, error="bad email")  # per-record errors
     server.require_bearer_token("s3cret")        # or require_basic_auth("user", "pw"); clear_auth()
+    server.hold_until_concurrent(3, timeout=30)  # hold requests until 3 are held at once
 
-``times=None`` makes a fault permanent (it stays at the head of the queue). Inspect with
+
+``times=None`` makes a fault permanent (it stays at the head of the queue). ``hold_until_concurrent``
+is a one-shot gate, not a queued fault: it proves concurrency from the server's side (see
+``server.max_in_flight``) however slowly a loaded machine gets the requests out. Inspect with
 ``server.requests`` (every request: method, path, headers, body, JSON, timestamps, status,
 outcome), ``server.request_count``, ``server.batches`` (the record lists of applied batches),
 ``server.table`` (key -> row), ``server.rows()``, ``server.wait_for_requests(n)``; ``server.reset()``
@@ -135,6 +139,17 @@ class _State:
     requests: list[RecordedRequest] = field(default_factory=list)
     batches: list[list[dict[str, Any]]] = field(default_factory=list)
     table: dict[tuple, dict[str, Any]] = field(default_factory=dict)
+    in_flight: int = 0  # requests received and not yet answered or dropped
+    max_in_flight: int = 0
+    gate: "_Gate | None" = None
+
+
+@dataclass
+class _Gate:
+    concurrent: int  # opens once this many requests are held at once
+    timeout: float  # ...or once a held request has waited this long
+    held: int = 0
+    open: bool = False
 
 
 class _Server(ThreadingHTTPServer):
@@ -326,6 +341,16 @@ class HttpDestination:
         with self._lock:
             self._state.auth = None
 
+    def hold_until_concurrent(self, n: int, timeout: float = 30.0) -> None:
+        """Hold every request (after auth) until `n` of them are held at the same moment, then let
+        them and every later request through. A held request that waited `timeout` seconds opens
+        the gate too, so a client that never has `n` requests in flight is slowed down, not stuck:
+        check ``max_in_flight`` afterwards."""
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        with self._lock:
+            self._state.gate = _Gate(n, timeout)
+
     def clear_faults(self) -> None:
         with self._lock:
             self._state.faults.clear()
@@ -366,6 +391,12 @@ class HttpDestination:
         with self._lock:
             return len(self._state.requests)
 
+    @property
+    def max_in_flight(self) -> int:
+        """The most requests the server was handling at the same moment (received, not yet answered)."""
+        with self._lock:
+            return self._state.max_in_flight
+
     def request_times(self) -> list[float]:
         """time.monotonic() of each request, in arrival order (for checking backoff gaps)."""
         with self._lock:
@@ -404,6 +435,7 @@ class HttpDestination:
     def _finish(self, rec: RecordedRequest, status: int | None, outcome: str, response: Any = None) -> None:
         with self._changed:
             rec.status, rec.outcome, rec.response = status, outcome, response
+            self._state.in_flight -= 1
             self._changed.notify_all()
 
     def _handle_post(self, h: _Handler) -> None:
@@ -429,8 +461,13 @@ class HttpDestination:
         )
         with self._lock:
             self._state.requests.append(rec)
+            self._state.in_flight += 1
+            self._state.max_in_flight = max(self._state.max_in_flight, self._state.in_flight)
             auth = self._state.auth
             authorized = auth is None or h.headers.get("Authorization") == f"{auth[0]} {auth[1]}"
+        if authorized:
+            self._pass_gate()
+        with self._lock:
             fault = self._take_fault() if authorized else None  # refused requests use up no fault
         if not authorized:
             assert auth is not None
@@ -468,6 +505,22 @@ class HttpDestination:
         errors = sum(1 for r in results if r["status"] != "ok")
         payload = {"results": results, "ok": len(results) - errors, "errors": errors}
         self._reply(h, rec, 200, "partial" if errors else "ok", payload)
+
+    def _pass_gate(self) -> None:
+        """Wait at the gate, if one is closed (see :meth:`hold_until_concurrent`)."""
+        with self._changed:
+            gate = self._state.gate
+            if gate is None or gate.open:
+                return
+            gate.held += 1
+            deadline = time.monotonic() + gate.timeout
+            while not gate.open and gate.held < gate.concurrent and not self._stopping.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(min(left, 0.5))
+            gate.open = True
+            self._changed.notify_all()
 
     def _reply(self, h: _Handler, rec: RecordedRequest, status: int, outcome: str, payload: Any,
                headers: Mapping[str, str] | None = None) -> None:
