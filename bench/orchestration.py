@@ -24,8 +24,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 ROWS = 1000
 NOOP_APP = """
-from spark_jobs.session import build_session
-spark = build_session()
+import sys
+if sys.argv[1:] == ["plain"]:  # no Delta: what the jars and the extension add is the difference
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.getOrCreate()
+else:
+    from spark_jobs.session import build_session
+    spark = build_session()
 spark.range(1).count()
 spark.stop()
 """
@@ -76,8 +81,12 @@ def _dag(home: Path, source: str):
     return module.dag
 
 
+DELTA_SESSION_CONF = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
+
+
 def _submit_noop(home: Path, jars: bool) -> float:
-    """Wall time of a spark-submit that only starts a Delta session: the fixed cost of every job."""
+    """Wall time of a spark-submit that only starts a Delta session: the fixed cost of every job.
+    ``jars=False`` starts a plain Spark session (no Delta jars, extension or catalog) for comparison."""
     from airflow_reverse_etl.hooks.spark_job import SparkJobHook, spark_jobs_archive
 
     hook = SparkJobHook()
@@ -88,9 +97,10 @@ def _submit_noop(home: Path, jars: bool) -> float:
     if jars and jar_list:
         argv += ["--jars", jar_list]
     for key, value in conf.items():
-        argv += ["--conf", f"{key}={value}"]
+        if jars or key not in DELTA_SESSION_CONF:
+            argv += ["--conf", f"{key}={value}"]
     started = time.perf_counter()
-    subprocess.run(argv + [str(app)], check=True, capture_output=True)
+    subprocess.run(argv + [str(app)] + ([] if jars else ["plain"]), check=True, capture_output=True)
     return round(time.perf_counter() - started, 2)
 
 
