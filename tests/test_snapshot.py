@@ -59,6 +59,19 @@ def test_an_unchanged_source_still_records_its_date(spark, warehouse, tmp_path):
     assert (same["version"], same["inserted"], same["updated"], same["deleted"]) == (1, 0, 0, 0)
 
 
+def test_changes_between_nulls_are_updates_and_equal_nulls_are_not(spark, warehouse, tmp_path):
+    """Rows are compared by a hash of their values; a value moving between columns next to a null,
+    or turning null, must still count as a change (Spark's hashes skip nulls)."""
+    src = str(tmp_path / "src")
+    write_parquet(spark, src, [(1, None, "x"), (2, "a", None), (3, None, None), (4, "d", "d")], SCHEMA)
+    snap(spark, warehouse, src, "2026-01-01T00:00:00+00:00")
+    write_parquet(spark, src, [(1, "x", None), (2, "a", None), (3, None, None), (4, "d", None)], SCHEMA)
+    second = snap(spark, warehouse, src, "2026-01-02T00:00:00+00:00")
+    assert (second["inserted"], second["updated"], second["deleted"]) == (0, 2, 0)
+    table = spark.read.format("delta").load(f"{warehouse}/snapshots/customers")
+    assert rows_of(table) == [(1, "x", None), (2, "a", None), (3, None, None), (4, "d", None)]
+
+
 def test_a_date_older_than_the_newest_is_refused(spark, warehouse, tmp_path):
     src = str(tmp_path / "src")
     write_parquet(spark, src, [(1, "a", "x")], SCHEMA)
