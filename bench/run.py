@@ -247,6 +247,55 @@ def table(report: dict) -> str:
     return "\n".join(lines)
 
 
+# Ratios where a larger number is better (rates, shares of a reference's rate); all others are
+# "times the reference" or overheads, where smaller is better.
+HIGHER_IS_BETTER: set[str] = set()
+REGRESSION = 1.25  # a ratio more than 25% worse than the baseline's is called out
+
+
+def regressions(report: dict, baseline: dict | None) -> list[dict]:
+    """Ratios more than 25% worse than in ``baseline`` (the previous table at the same N). Each side
+    is judged by its best repetition, so one noisy repetition on a shared machine does not count as a
+    regression; improvements of the same size are listed too, marked as such."""
+    if not baseline or baseline.get("rows") != report["rows"]:
+        return []
+
+    def best(rep: dict) -> dict[str, float]:
+        values: dict[str, list[float]] = {}
+        for run in rep.get("runs", []):
+            for scenario in run.get("scenarios", {}).values():
+                for name, value in (scenario.get("ratios") or {}).items():
+                    if isinstance(value, (int, float)):
+                        values.setdefault(name, []).append(value)
+        return {n: (max(v) if n in HIGHER_IS_BETTER else min(v)) for n, v in values.items()}
+
+    old, new = best(baseline), best(report)
+    changes = []
+    for name in sorted(old.keys() & new.keys()):
+        if not old[name] or not new[name]:
+            continue
+        worse = old[name] / new[name] if name in HIGHER_IS_BETTER else new[name] / old[name]
+        if worse > REGRESSION or worse < 1 / REGRESSION:
+            changes.append({"ratio": name, "baseline": old[name], "now": new[name],
+                            "kind": "regression" if worse > 1 else "improvement",
+                            "change_pct": round((new[name] / old[name] - 1) * 100)})
+    return changes
+
+
+def describe_changes(report: dict) -> str:
+    base = report.get("baseline") or {}
+    if not base.get("date"):
+        return "No baseline table at this N: no regression check."
+    lines = [f"Against the baseline of {base['date']} (N = {report['rows']:,}, {base['path']}), best repetition "
+             f"each side; more than {round((REGRESSION - 1) * 100)}% apart:"]
+    for c in report["changes"]:
+        marker = "REGRESSION" if c["kind"] == "regression" else "improvement"
+        lines.append(f"  {marker}: {c['ratio']} {c['baseline']} -> {c['now']} ({c['change_pct']:+d}%)")
+    if not report["changes"]:
+        lines.append("  none")
+    return "\n".join(lines)
+
+
 def write(out: str, report: dict) -> None:
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text(json.dumps(report, indent=2, default=str))
@@ -264,7 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", default=str(REPO / ".cache" / "bench"))
     parser.add_argument("--out", default=str(RESULTS / "latest.json"))
     parser.add_argument("--quiet", action="store_true", help="no table on stdout (child runs)")
+    parser.add_argument("--baseline", default=str(RESULTS / "latest.json"),
+                        help="the previous table to check ratios against (default: the one --out replaces)")
     args = parser.parse_args(argv)
+    baseline_path = Path(args.baseline)
+    baseline = json.loads(baseline_path.read_text()) if baseline_path.exists() else None
 
     work = Path(args.work) / f"n{args.rows}-s{args.seed}"
     work.mkdir(parents=True, exist_ok=True)
@@ -297,9 +350,14 @@ def main(argv: list[str] | None = None) -> int:
         for run in report["runs"]:  # measured once, shown against every repetition
             run["scenarios"].update(extra)
 
+    report["baseline"] = {"path": str(baseline_path), "date": (baseline or {}).get("date")}
+    report["changes"] = regressions(report, baseline)
+    if baseline and Path(args.out).resolve() == baseline_path.resolve():  # the replaced table stays readable
+        write(str(RESULTS / "previous.json"), baseline)
     write(args.out, report)
     if not args.quiet:
         print(table(report))
+        print("\n" + describe_changes(report))
         print(f"\nwritten to {args.out}")
     return 0
 
