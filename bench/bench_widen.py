@@ -1,5 +1,7 @@
 """Benchmark: three sources x N rows merged into one wide table, against DuckDB doing the same merge.
 
+Scenario 3 of ``python -m bench.run`` (``wide``), or standalone:
+
     .venv/bin/python bench/bench_widen.py [--rows 1000000] [--change-fraction 0.001]
 
 Each source is a snapshot Delta table (Change Data Feed on) providing two columns and the sequence
@@ -11,13 +13,14 @@ field of a wide table keyed by ``k``. Measured in the same run:
 2. change run: 0.1% of one source's rows change (a new snapshot version); the widen job merges just
    that version's changes; DuckDB applies the same changed rows to its table with the same rules.
 
-Prints seconds and the ratios Spark/DuckDB (goal <= 3x on the first run) and change/first run.
+Reports seconds and the ratios Spark/DuckDB (goal <= 3x on the first run) and change/first run, and
+whether the Spark wide table equals DuckDB's after each run (an aggregate checksum on each side: the
+count and the sum of an MD5 of every row, so nothing is collected).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
@@ -36,12 +39,16 @@ WIDE = {
 }
 
 
+DUCK_TABLE = "s3_wide"
+COLUMNS = ["k", *[c for cols in SOURCES.values() for c in cols], "seq"]  # every column is a long or a string
+
+
 def timed(label: str, fn):
     start = time.perf_counter()
     result = fn()
     seconds = time.perf_counter() - start
     print(f"{label:<44} {seconds:8.2f} s", flush=True)
-    return seconds, result
+    return round(seconds, 3), result
 
 
 def source_frame(spark, name: str, rows: int, salt: int = 0, fraction: float = 1.0):
@@ -85,84 +92,116 @@ def duck_first(con, parquet: dict[str, str]) -> None:
         unions.append(f"SELECT k, seq, {', '.join(cols)} FROM read_parquet('{parquet[name]}')")
     picks = ", ".join(f"arg_max({c}, seq) FILTER (WHERE {c} IS NOT NULL) AS {c}"
                       for cols in SOURCES.values() for c in cols)
-    con.execute(f"CREATE OR REPLACE TABLE wide AS SELECT k, {picks}, max(seq) AS seq "
+    con.execute(f"CREATE OR REPLACE TABLE {DUCK_TABLE} AS SELECT k, {picks}, max(seq) AS seq "
                 f"FROM ({' UNION ALL '.join(unions)}) GROUP BY k")
 
 
 def duck_change(con, name: str, parquet: str) -> None:
     a, b = SOURCES[name]
-    newer = "c.seq >= wide.seq OR wide.seq IS NULL"
-    sets = ", ".join(f"{col} = CASE WHEN {newer} THEN coalesce(c.{col}, wide.{col}) "
-                     f"ELSE coalesce(wide.{col}, c.{col}) END" for col in (a, b))
-    con.execute(f"UPDATE wide SET {sets}, seq = greatest(wide.seq, c.seq) "
-                f"FROM read_parquet('{parquet}') AS c WHERE wide.k = c.k")
+    w = DUCK_TABLE
+    newer = f"c.seq >= {w}.seq OR {w}.seq IS NULL"
+    sets = ", ".join(f"{col} = CASE WHEN {newer} THEN coalesce(c.{col}, {w}.{col}) "
+                     f"ELSE coalesce({w}.{col}, c.{col}) END" for col in (a, b))
+    con.execute(f"UPDATE {w} SET {sets}, seq = greatest({w}.seq, c.seq) "
+                f"FROM read_parquet('{parquet}') AS c WHERE {w}.k = c.k")
     cols = ", ".join(f"c.{col}" if col in (a, b) else "NULL" for cs in SOURCES.values() for col in cs)
-    con.execute(f"INSERT INTO wide SELECT c.k, {cols}, c.seq FROM read_parquet('{parquet}') AS c "
-                f"WHERE c.k NOT IN (SELECT k FROM wide)")
+    con.execute(f"INSERT INTO {w} SELECT c.k, {cols}, c.seq FROM read_parquet('{parquet}') AS c "
+                f"WHERE c.k NOT IN (SELECT k FROM {w})")
+
+
+def _row_text(quote: str) -> str:
+    """One row as text, the same in Spark SQL and DuckDB: longs and strings print alike, ``~`` for null."""
+    return "concat_ws('|', " + ", ".join(f"coalesce(CAST({quote}{c}{quote} AS STRING), '~')"
+                                         for c in COLUMNS) + ")"
+
+
+def spark_checksum(spark, uri: str) -> tuple[int, int]:
+    """(rows, sum of the first 60 bits of each row's MD5) of the wide table, computed by Spark."""
+    from pyspark.sql import functions as F
+
+    digest = F.expr(f"CAST(conv(substr(md5({_row_text('`')}), 1, 15), 16, 10) AS DECIMAL(38, 0))")
+    row = spark.read.format("delta").load(uri).agg(F.count(F.lit(1)), F.sum(digest)).first()
+    return int(row[0]), int(row[1] or 0)
+
+
+def duck_checksum(con) -> tuple[int, int]:
+    """The same checksum of DuckDB's table."""
+    text = _row_text('"').replace("AS STRING", "AS VARCHAR")
+    rows, total = con.execute(f"SELECT count(*), sum(('0x' || substr(md5({text}), 1, 15))::HUGEINT) "
+                              f"FROM {DUCK_TABLE}").fetchone()
+    return int(rows), int(total or 0)
+
+
+def wide(spark, con, work: Path, rows: int, change_fraction: float = 0.001) -> dict:
+    """Scenario 3 of the harness: first run and a change run of the widen job vs DuckDB, same data.
+
+    ``spark`` and ``con`` are the harness's session and DuckDB connection; ``work`` gets a fresh
+    warehouse and the Parquet copies DuckDB reads.
+    """
+    from spark_jobs.entry import run
+
+    root = Path(work) / "s3"
+    shutil.rmtree(root, ignore_errors=True)
+    warehouse, parquet = str(root / "warehouse"), {}
+    print(f"{rows:,} rows x {len(SOURCES)} sources; change run: {change_fraction:.2%} of one source", flush=True)
+    for name in SOURCES:
+        record_first(spark, warehouse, name, source_frame(spark, name, rows))
+        parquet[name] = str(root / "parquet" / name)
+        spark.read.format("delta").load(f"{warehouse}/snapshots/{name}").write.parquet(parquet[name])
+        parquet[name] += "/*.parquet"
+
+    def widen(run_id: str):
+        result = run(spark, {"job": "widen", "warehouse": warehouse, "wide": WIDE, "run_id": run_id,
+                             "logical_date": run_id})
+        if result["status"] != "success":
+            raise RuntimeError(f"widen failed: {result['error']}")
+        return result
+
+    uri = f"{warehouse}/wide/{WIDE['name']}"
+    spark_first, first = timed("spark widen, first run", lambda: widen("first"))
+    duck_first_s, _ = timed("duckdb partial-update merge, first run", lambda: duck_first(con, parquet))
+    first_ok = spark_checksum(spark, uri) == duck_checksum(con) and duck_checksum(con)[0] == rows
+
+    changed_parquet = str(root / "parquet" / "changed")
+    source_frame(spark, "s1", rows, salt=1, fraction=change_fraction).write.parquet(changed_parquet)
+    changed = spark.read.parquet(changed_parquet)
+    n_changed = changed.count()
+    record_change(spark, warehouse, "s1", changed)
+    spark_change, second = timed(f"spark widen, change run ({n_changed:,} rows)", lambda: widen("change"))
+    duck_change_s, _ = timed("duckdb partial-update merge, change run",
+                             lambda: duck_change(con, "s1", f"{changed_parquet}/*.parquet"))
+    change_ok = spark_checksum(spark, uri) == duck_checksum(con)
+    con.execute(f"DROP TABLE {DUCK_TABLE}")
+    return {
+        "figures": {"first_s": spark_first, "first_duckdb_s": duck_first_s, "change_s": spark_change,
+                    "change_duckdb_s": duck_change_s, "changed_rows": n_changed},
+        "ratios": {"s3.first_vs_duckdb": round(spark_first / duck_first_s, 2),
+                   "s3.change_vs_duckdb": round(spark_change / duck_change_s, 2),
+                   "s3.change_vs_first": round(spark_change / spark_first, 2)},
+        "correct": {"first_run": first_ok, "change_run": change_ok,
+                    "change_stats": second["stats"]["full"]["updated"] == n_changed},
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--change-fraction", type=float, default=0.001)
-    parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
 
-    import duckdb
+    from bench.data import connect
+    from bench.run import session
 
-    from spark_jobs.entry import run
-    from spark_jobs.session import build_session
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = build_session("bench-widen", master=args.master, jars_dir=str(REPO / ".cache" / "jars"),
-                          conf={"spark.sql.shuffle.partitions": "8", "spark.ui.enabled": "false",
-                                "spark.driver.memory": "3g"})
-    spark.sparkContext.setLogLevel("ERROR")
-    root = tempfile.mkdtemp(prefix="bench-widen-")
-    warehouse, parquet = f"{root}/warehouse", {}
+    spark = session(args.rows)
+    work = Path(tempfile.mkdtemp(prefix="bench-widen-"))
     try:
-        print(f"{args.rows:,} rows x {len(SOURCES)} sources; change run: {args.change_fraction:.2%} of one source")
-        for name in SOURCES:
-            df = source_frame(spark, name, args.rows)
-            record_first(spark, warehouse, name, df)
-            parquet[name] = f"{root}/parquet/{name}"
-            spark.read.format("delta").load(f"{warehouse}/snapshots/{name}").write.parquet(parquet[name])
-            parquet[name] += "/*.parquet"
-
-        def widen(run_id: str):
-            result = run(spark, {"job": "widen", "warehouse": warehouse, "wide": WIDE, "run_id": run_id,
-                                 "logical_date": run_id})
-            assert result["status"] == "success", result.get("error")
-            return result
-
-        spark_first, first = timed("spark widen, first run", lambda: widen("first"))
-        con = duckdb.connect(f"{root}/duck.db")
-        duck_first_s, _ = timed("duckdb partial-update merge, first run", lambda: duck_first(con, parquet))
-        wide_rows = spark.read.format("delta").load(f"{warehouse}/wide/bench").count()
-        assert wide_rows == args.rows == con.execute("SELECT count(*) FROM wide").fetchone()[0]
-
-        changed = source_frame(spark, "s1", args.rows, salt=1, fraction=args.change_fraction)
-        changed_parquet = f"{root}/parquet/changed"
-        changed.write.parquet(changed_parquet)
-        changed = spark.read.parquet(changed_parquet)
-        n_changed = changed.count()
-        record_change(spark, warehouse, "s1", changed)
-        spark_change, second = timed(f"spark widen, change run ({n_changed:,} rows)", lambda: widen("change"))
-        duck_change_s, _ = timed("duckdb partial-update merge, change run",
-                                 lambda: duck_change(con, "s1", f"{changed_parquet}/*.parquet"))
-        assert second["stats"]["full"]["updated"] == n_changed, second["stats"]
-        sample = spark.read.format("delta").load(f"{warehouse}/wide/bench").where("k = 0").first()
-        assert (sample["a1"], sample["seq"]) == (1, 101)
-        assert con.execute("SELECT a1, seq FROM wide WHERE k = 0").fetchone() == (1, 101)
-
-        print(f"\nratio spark/duckdb, first run:   {spark_first / duck_first_s:6.1f}x  (goal <= 3x)")
-        print(f"ratio spark/duckdb, change run:  {spark_change / duck_change_s:6.1f}x")
-        print(f"ratio change run / first run:    {spark_change / spark_first:6.2f}   (goal: far below 1)")
-        print(f"first run stats: {first['stats']}; change run stats: {second['stats']}")
+        result = wide(spark, connect(), work, args.rows, args.change_fraction)
     finally:
         spark.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    return 0
+        shutil.rmtree(work, ignore_errors=True)
+    for kind in ("figures", "ratios", "correct"):
+        print(f"{kind}: {result[kind]}")
+    return 0 if all(result["correct"].values()) else 1
 
 
 if __name__ == "__main__":

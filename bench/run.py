@@ -37,6 +37,7 @@ RESULTS = REPO / "bench" / "results"
 GOALS = {  # ratio name -> (goal text, predicate)
     "s1.project_vs_duckdb": ("<= 3x DuckDB (goal at 10M)", lambda r: r <= 3),
     "s2.fast_path_vs_duckdb": ("< 1 (faster than the DuckDB full diff)", lambda r: r < 1),
+    "s3.first_vs_duckdb": ("<= 3x DuckDB", lambda r: r <= 3),
     "s5.overhead_per_task_s": ("<= 15 s per task", lambda r: r <= 15),
     "s6.driver_rss_growth": ("flat (<= 1.5x for 10x the rows)", lambda r: r <= 1.5),
 }
