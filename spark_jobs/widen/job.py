@@ -262,9 +262,16 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md) -> di
 
     @retry_on_conflict
     def _merge():  # rebuilt on a conflict: the fold must start from the rows stored now
-        rows = partial_update.merged_rows(t, events, spark.read.format("delta").load(uri), columns, types)
+        table = DeltaTable.forPath(spark, uri)
+        rows = partial_update.merged_rows(t, events, table.toDF(), columns, types)
+        if table.detail().select("numFiles").first()[0] == 0:
+            # Nothing stored yet (the first run): every folded row is an insert, and a plain append
+            # skips the MERGE's materialized source and its join against the target. The merges of a
+            # wide table run one at a time (planning.py), so no writer fills the table meanwhile.
+            rows.drop("_exists_before").write.format("delta").mode("append").save(uri)
+            return
         (
-            DeltaTable.forPath(spark, uri).alias("t").merge(rows.alias("s"), on)
+            table.alias("t").merge(rows.alias("s"), on)
             .whenMatchedUpdate(set={c: f"s.`{c}`" for c in columns})
             .whenNotMatchedInsert(values={c: f"s.`{c}`" for c in (*t.primary_key, *columns)})
             .execute()
@@ -300,6 +307,7 @@ def _stats(recent: list[dict], md: dict | None) -> dict[str, int]:
         merged = [list(m) for m in md["merged"]]
         metrics = next((e["operationMetrics"] for e in recent if e["metadata"].get("merged") == merged
                         and e["metadata"].get("run_id") == md["run_id"]), {})
-    return {"source_rows": int(metrics.get("numSourceRows", 0)),
-            "inserted": int(metrics.get("numTargetRowsInserted", 0)),
+    appended = metrics.get("numOutputRows", 0)  # a first run's plain append (WRITE) inserted them all
+    return {"source_rows": int(metrics.get("numSourceRows", appended)),
+            "inserted": int(metrics.get("numTargetRowsInserted", appended)),
             "updated": int(metrics.get("numTargetRowsUpdated", 0))}

@@ -119,7 +119,9 @@ def merged_rows(t: WideTable, events, stored, columns: list[str], types: dict):
 
     key = t.primary_key
     event = F.struct(F.col(ORDER), F.col(DELETE), *[F.col(c) for c in columns])
-    per_key = events.groupBy(*key).agg(F.array_sort(F.collect_list(event)).alias("_events"))
+    # sort_array, not array_sort: the same order for these never-null structs, but compiled code
+    # instead of array_sort's interpreted comparator lambda
+    per_key = events.groupBy(*key).agg(F.sort_array(F.collect_list(event)).alias("_events"))
     current = stored.select(*key, F.struct(F.lit(True).alias(EXISTS),
                                            *[F.col(c).cast(types[c]).alias(c) for c in columns]).alias("_st"))
     empty = F.struct(F.lit(False).alias(EXISTS), *[F.lit(None).cast(types[c]).alias(c) for c in columns])
@@ -130,8 +132,11 @@ def merged_rows(t: WideTable, events, stored, columns: list[str], types: dict):
     for c in columns:
         same = same & F.col(f"_before.`{c}`").eqNullSafe(F.col(f"_after.`{c}`"))
     changed = F.col(f"_after.{EXISTS}") & (~F.col(f"_before.{EXISTS}") | ~same)
+    # The fold (an interpreted aggregate()) is computed once per key inside a Generate: selected as a
+    # plain column, the optimizer pushes the filter below it and copies the fold into every reference
+    # of the filter (one per column), which made the fold ~10x the work.
     return (
-        joined.select(*key, before.alias("_before"), after.alias("_after"))
+        joined.select(*key, F.inline(F.array(F.struct(before.alias("_before"), after.alias("_after")))))
         .where(changed)
         .select(*key, *[F.col(f"_after.`{c}`").alias(c) for c in columns],
                 F.col(f"_before.{EXISTS}").alias("_exists_before"))
