@@ -11,7 +11,8 @@ update     not sent                       update (missing key: no-op)   not sent
 mirror     upsert                         upsert                        delete
 =========  =============================  ============================  ==========
 
-Delivery runs in the executors (``mapPartitions``) under the shared core. Its outcome rows are written
+Delivery runs in the executors (``mapInArrow``: the rows reach Python as Arrow batches) under the
+shared core. Its outcome rows are written
 once to a scratch location, so the destination is written exactly once per sync (Spark task retries
 aside, which the idempotent sinks absorb) and only per-partition stats come back to the driver.
 Destinations Spark writes itself (:class:`~spark_jobs.sinks.base.FrameSink`: Delta, Parquet) get the
@@ -36,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 import uuid
 from datetime import datetime, timezone
 from functools import partial
@@ -47,7 +49,8 @@ from spark_jobs.errors import ConfigError, DestinationError, JobError
 from spark_jobs.fs import delete
 from spark_jobs.lake import Warehouse, commit_metadata, is_delta_table, latest_version, table_ref
 from spark_jobs.sinks import resolve_sink
-from spark_jobs.sinks.base import ChangeRecord, FrameSink, SinkConfig
+from spark_jobs.sinks.base import FrameSink, SinkConfig
+from spark_jobs.sinks.batch import with_json
 from spark_jobs.sinks.core import OUTCOME_DDL, DeliveryPolicy, Stats, deliver_partition
 
 MODES = ("upsert", "insert", "update", "mirror")
@@ -98,16 +101,6 @@ def apply_mapping(ops, key: list[str], field_mapping: dict[str, str], constants:
     selected += [F.lit(value).alias(name) for name, value in constants.items()]
     frame = ops.select(*selected, "_op", "_change", "_key")
     return frame, [mapping[k] for k in key], [*targets, *constants]
-
-
-def _record_builder(key_fields: list[str]):
-    def to_record(row) -> ChangeRecord:
-        data = row.asDict(recursive=True)
-        op, change, ident = data.pop("_op"), data.pop("_change"), data.pop("_key")
-        key = {k: data[k] for k in key_fields}
-        return ChangeRecord(op=op, key=key, data=key if op == "delete" else data, change=change, id=ident)
-
-    return to_record
 
 
 def _secrets(destination: dict[str, Any]) -> dict[str, str]:
@@ -188,11 +181,13 @@ def _deliver_in_executors(spark, wh: Warehouse, frame, sink_cls, config: SinkCon
 
     if sink_cls.max_parallelism:
         frame = frame.coalesce(sink_cls.max_parallelism)
-    deliver = partial(deliver_partition, make_sink=partial(sink_cls, config),
-                      to_record=_record_builder(key_fields), policy=policy)
+    if sink_cls.wants_json:
+        frame = with_json(frame, key_fields, config.fields)
+    deliver = partial(deliver_partition, make_sink=partial(sink_cls, config), policy=policy,
+                      key_fields=key_fields, fields=config.fields)
     outcomes_uri = wh.system(f"tmp/sync-{uuid.uuid4().hex}")
     try:
-        spark.createDataFrame(frame.rdd.mapPartitions(deliver), OUTCOME_DDL).write.parquet(outcomes_uri)
+        frame.mapInArrow(deliver, OUTCOME_DDL).write.parquet(outcomes_uri)
     except Exception as exc:
         raise _executor_job_error(exc) or exc
 
@@ -287,6 +282,7 @@ def _sync(spark, wh: Warehouse, spec: dict[str, Any], mode: str, destination: di
 
     policy = _delivery_policy(spec, sink_cls, frame.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism)
     outcomes_uri = None
+    delivery_started = time.monotonic()
     try:
         with progress.reporting(spark, f"sync {spec['table']} -> {destination_label(destination)}",
                                 sum(planned.values()), policy.progress_every):
@@ -297,6 +293,7 @@ def _sync(spark, wh: Warehouse, spec: dict[str, Any], mode: str, destination: di
             else:
                 stats, refused, outcomes_uri = _deliver_in_executors(spark, wh, frame, sink_cls, config,
                                                                      key_fields, policy)
+        delivery_s = round(time.monotonic() - delivery_started, 3)
         progress_so_far["stats"] = stats.__dict__
         if ledger is not None or stats.rejected:
             processed = ops.select("_key")
@@ -313,7 +310,9 @@ def _sync(spark, wh: Warehouse, spec: dict[str, Any], mode: str, destination: di
         consumers.commit(spark, wh, spec["table"], spec["consumer"], int(spec["to_version"]), spec.get("run_id"))
         committed = True
     progress_so_far["committed"] = committed
-    return {**result, "committed": committed, "stats": stats.__dict__,
+    # delivery_s: wall time of the delivery itself (reading the operations, sending, acknowledgements),
+    # without the planning, ledger, commit and run history around it.
+    return {**result, "committed": committed, "stats": stats.__dict__, "delivery_s": delivery_s,
             "outputs": [{"name": destination_label(destination), "uri": None, "version": None}]}
 
 

@@ -103,6 +103,10 @@ class Sink:
     #: Most batches one partition may have in flight at once (None: what the sync asks for). A sink
     #: whose client already pipelines (Kafka's producer) says 1.
     max_concurrency: ClassVar[int | None] = None
+    #: The sink sends JSON: the sync then has Spark write each row's key and data as JSON in the JVM
+    #: (columns ``_key_json``/``_data_json`` of the batch's Arrow table, see
+    #: :func:`spark_jobs.sinks.batch.with_json`), so no Python serialises rows one by one.
+    wants_json: ClassVar[bool] = False
 
     def __init__(self, config: SinkConfig):
         self.config = config
@@ -121,6 +125,9 @@ class Sink:
         """Connect. Called once per partition on the executor."""
 
     def write_batch(self, records: Sequence[ChangeRecord]) -> list[Outcome]:
+        """Send one batch; one outcome per record, in order. ``records`` is a
+        :class:`~spark_jobs.sinks.batch.ChangeBatch`: iterate it for ChangeRecords, or read its Arrow
+        ``table`` to build the payload without per-row Python."""
         raise NotImplementedError
 
     def close(self) -> None:

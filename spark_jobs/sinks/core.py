@@ -2,9 +2,13 @@
 partition, retries with exponential backoff and jitter (honouring ``Retry-After``), per-record
 outcomes, stats and progress lines.
 
-:func:`deliver_partition` runs on an executor over one partition of the change set and yields
-*outcome rows* — one stats row per partition plus one row per rejected record — which the sync job
-writes out once and aggregates. Nothing proportional to the data ever reaches the driver.
+:func:`deliver_partition` runs on an executor over one partition of the change set (``mapInArrow``:
+Arrow record batches in, Arrow record batches out) and yields *outcome rows* — one stats row per
+partition plus one row per rejected record — which the sync job writes out once and aggregates.
+Nothing proportional to the data ever reaches the driver. Rows stay columnar on the way: the core
+re-cuts the Arrow input into :class:`~spark_jobs.sinks.batch.ChangeBatch` es of the policy's size and
+does its bookkeeping (outcomes, stats, retry subsets) per batch, so the only per-record Python left
+is whatever the sink itself chooses to do.
 
 Concurrency: with ``concurrency > 1`` a partition keeps that many batches in flight on a thread pool,
 each thread with its own sink instance (sinks need not be thread-safe). This is safe because a change
@@ -18,19 +22,23 @@ import logging
 import sys
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
-from spark_jobs.sinks.base import ChangeRecord, Rejected, Retry, RetryableError, Sink
+from spark_jobs.sinks.base import Rejected, Retry, RetryableError, Sink
+from spark_jobs.sinks.batch import ChangeBatch
 from spark_jobs.errors import DestinationError
 
 log = logging.getLogger("airflow_reverse_etl.sink")
 
 OUTCOME_DDL = "kind STRING, op STRING, change STRING, key STRING, error STRING, attempts INT, stats STRING"
+OUTCOME_COLUMNS = ("kind", "op", "change", "key", "error", "attempts", "stats")
+#: Reject rows buffered before they are yielded as one Arrow batch.
+OUTCOME_BATCH = 10_000
 
 
 @dataclass(frozen=True)
@@ -56,15 +64,15 @@ class Stats:
     #: records per destination operation and outcome, e.g. {"upsert.ok": 9, "upsert.rejected": 1}
     outcomes: dict[str, int] = field(default_factory=dict)
 
-    def delivered(self, record: ChangeRecord) -> None:
-        self.sent += 1
-        if record.change == "delete":
-            self.deleted += 1
-        elif record.change == "update":
-            self.updated += 1
+    def delivered(self, op: str, change: str, n: int = 1) -> None:
+        self.sent += n
+        if change == "delete":
+            self.deleted += n
+        elif change == "update":
+            self.updated += n
         else:
-            self.inserted += 1
-        self.count(record.op, "ok")
+            self.inserted += n
+        self.count(op, "ok", n)
 
     def count(self, op: str, outcome: str, n: int = 1) -> None:
         name = f"{op}.{outcome}"
@@ -122,9 +130,9 @@ class _WaitHonouringRetryAfter:
         return self._backoff(state)
 
 
-def send_batch(sink: Sink, batch: list[ChangeRecord], policy: DeliveryPolicy, stats: Stats) -> list[tuple]:
-    """Deliver one batch; return (record, reason, attempts) for each record rejected for good."""
-    pending = list(batch)
+def send_batch(sink: Sink, batch: ChangeBatch, policy: DeliveryPolicy, stats: Stats) -> list[tuple]:
+    """Deliver one batch; return (op, change, id, reason, attempts) for each record rejected for good."""
+    pending = batch
     rejects: list[tuple] = []
     attempts = 0
 
@@ -136,22 +144,29 @@ def send_batch(sink: Sink, batch: list[ChangeRecord], policy: DeliveryPolicy, st
             raise DestinationError(
                 f"Sink {sink.name!r} returned {len(outcomes)} outcomes for {len(pending)} records"
             )
+        ops, changes = pending.ops, pending.changes
+        if outcomes.count(None) == len(outcomes):  # the usual case: count the batch, not its records
+            for (op, change), n in Counter(zip(ops, changes)).items():
+                stats.delivered(op, change, n)
+            pending = pending[:0]
+            return
         again = []
-        for record, outcome in zip(pending, outcomes):
+        for i, outcome in enumerate(outcomes):
             if outcome is None:
-                stats.delivered(record)
+                stats.delivered(ops[i], changes[i])
             elif isinstance(outcome, Rejected):
-                rejects.append((record, outcome.reason, attempts))
+                rejects.append((ops[i], changes[i], pending.ids[i], outcome.reason, attempts))
             elif isinstance(outcome, Retry):
                 if attempts >= policy.max_attempts:
-                    rejects.append((record, f"still failing after {attempts} attempts: {outcome.reason}", attempts))
+                    rejects.append((ops[i], changes[i], pending.ids[i],
+                                    f"still failing after {attempts} attempts: {outcome.reason}", attempts))
                 else:
-                    again.append(record)
+                    again.append(i)
             else:
                 raise DestinationError(f"Sink {sink.name!r} returned {outcome!r}, not None/Rejected/Retry")
-        pending = again
-        if pending:
-            raise _PendingRecords(f"{len(pending)} record(s) to retry")
+        pending = pending.take(again)
+        if again:
+            raise _PendingRecords(f"{len(again)} record(s) to retry")
 
     def before_sleep(state: RetryCallState) -> None:
         stats.retried += len(pending)
@@ -174,20 +189,34 @@ def send_batch(sink: Sink, batch: list[ChangeRecord], policy: DeliveryPolicy, st
         ) from exc
     stats.batches += 1
     stats.rejected += len(rejects)
-    for record, _, _ in rejects:
-        stats.count(record.op, "rejected")
+    for op, *_ in rejects:
+        stats.count(op, "rejected")
     return rejects
 
 
-def chunks(records: Iterable[ChangeRecord], size: int) -> Iterator[list[ChangeRecord]]:
-    batch: list[ChangeRecord] = []
-    for record in records:
-        batch.append(record)
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+def chunks(arrow_batches: Iterable, size: int, key_fields: list[str], fields: list[str]) -> Iterator[ChangeBatch]:
+    """Re-cut a partition's Arrow record batches into ChangeBatches of ``size`` rows (zero-copy
+    slices; only what is left over waits for the next input batch)."""
+    import pyarrow as pa
+
+    buffered: list = []
+    rows = 0
+    for arrow_batch in arrow_batches:
+        if not arrow_batch.num_rows:
+            continue
+        buffered.append(arrow_batch)
+        rows += arrow_batch.num_rows
+        if rows < size:
+            continue
+        table = pa.Table.from_batches(buffered)
+        start = 0
+        while rows - start >= size:
+            yield ChangeBatch(table.slice(start, size), key_fields, fields)
+            start += size
+        rest = table.slice(start)
+        buffered, rows = (rest.to_batches() if rest.num_rows else []), rest.num_rows
+    if rows:
+        yield ChangeBatch(pa.Table.from_batches(buffered), key_fields, fields)
 
 
 class _Lanes:
@@ -211,7 +240,7 @@ class _Lanes:
             self.local.lane = lane
         return lane
 
-    def send(self, batch: list[ChangeRecord]) -> list[tuple]:
+    def send(self, batch: ChangeBatch) -> list[tuple]:
         sink, stats = self._lane()
         return send_batch(sink, batch, self.policy, stats)
 
@@ -247,7 +276,7 @@ def _partition_id() -> int | None:
     return context.partitionId() if context else None
 
 
-def _sent_batches(batches: Iterator[list[ChangeRecord]], lanes: _Lanes, policy: DeliveryPolicy,
+def _sent_batches(batches: Iterator[ChangeBatch], lanes: _Lanes, policy: DeliveryPolicy,
                   limiter: RateLimiter | None) -> Iterator[list[tuple]]:
     """Send every batch, yielding each batch's rejects; up to ``concurrency`` batches in flight, at
     most twice that many read ahead (so memory stays bounded whatever the partition's size)."""
@@ -272,23 +301,37 @@ def _sent_batches(batches: Iterator[list[ChangeRecord]], lanes: _Lanes, policy: 
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def _outcome_batch(rows: list[tuple]):
+    import pyarrow as pa
+
+    columns = list(zip(*rows))
+    types = [pa.string()] * 5 + [pa.int32(), pa.string()]
+    return pa.RecordBatch.from_arrays([pa.array(c, t) for c, t in zip(columns, types)], names=list(OUTCOME_COLUMNS))
+
+
 def deliver_partition(
-    rows: Iterable[Any],
+    arrow_batches: Iterable[Any],
     make_sink: Callable[[], Sink],
-    to_record: Callable[[Any], ChangeRecord],
     policy: DeliveryPolicy,
-) -> Iterator[tuple]:
-    """Executor entry: send one partition's rows, yield outcome rows (see ``OUTCOME_DDL``)."""
+    key_fields: list[str],
+    fields: list[str],
+) -> Iterator[Any]:
+    """Executor entry (``mapInArrow``): send one partition's rows, yield outcome rows (see
+    ``OUTCOME_DDL``) as Arrow record batches."""
     _executor_logging()
     lanes = _Lanes(make_sink, policy)
     limiter = RateLimiter(policy.rate_limit) if policy.rate_limit else None
     partition = _partition_id()
     started = last_report = time.monotonic()
+    refused: list[tuple] = []
     try:
-        batches = chunks((to_record(r) for r in rows), policy.batch_size)
+        batches = chunks(arrow_batches, policy.batch_size, key_fields, fields)
         for rejects in _sent_batches(batches, lanes, policy, limiter):
-            for record, reason, attempts in rejects:
-                yield ("reject", record.op, record.change, record.id, str(reason)[:2000], attempts, None)
+            for op, change, ident, reason, attempts in rejects:
+                refused.append(("reject", op, change, ident, str(reason)[:2000], attempts, None))
+            if len(refused) >= OUTCOME_BATCH:
+                yield _outcome_batch(refused)
+                refused = []
             now = time.monotonic()
             if now - last_report >= policy.progress_every:
                 last_report = now
@@ -298,4 +341,4 @@ def deliver_partition(
                          stats.sent / max(now - started, 1e-9))
     finally:
         lanes.close()
-    yield ("stats", None, None, None, None, None, json.dumps(asdict(lanes.stats())))
+    yield _outcome_batch([*refused, ("stats", None, None, None, None, None, json.dumps(asdict(lanes.stats())))])

@@ -1,0 +1,107 @@
+"""Change records in columnar form: what the shared core hands a sink.
+
+The sync job feeds each partition to the executors as Arrow record batches (``mapInArrow``), and the
+core cuts them into :class:`ChangeBatch` es without touching a single row in Python. A batch *is* a
+sequence of :class:`~spark_jobs.sinks.base.ChangeRecord` — a sink that loops over records (SQLite, a
+plugin) gets them, built once per batch — and it also exposes its Arrow table, so a bulk sink can
+build its whole payload with vectorised code (``pyarrow.csv`` for Postgres' COPY, the JSON the JVM
+already wrote for HTTP and Kafka) instead of per-row Python.
+
+Columns of the table: the destination fields, ``_op`` (destination operation), ``_change`` (insert,
+update or delete), ``_key`` (the ledger's name for the row) and, for a sink that sets
+:attr:`~spark_jobs.sinks.base.Sink.wants_json`, ``_key_json``/``_data_json`` (see :func:`with_json`).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from typing import Any, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+
+META = ("_op", "_change", "_key")
+JSON = ("_key_json", "_data_json")
+
+
+def _json(value: dict[str, Any]) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+class ChangeBatch(Sequence):
+    """A batch of change records backed by an Arrow table (see the module docstring)."""
+
+    def __init__(self, table: pa.Table, key_fields: Sequence[str], fields: Sequence[str]):
+        self.table = table
+        self.key_fields = list(key_fields)
+        self.fields = list(fields)
+
+    @classmethod
+    def of(cls, records: Sequence, key_fields: Sequence[str], fields: Sequence[str]) -> "ChangeBatch":
+        """``records`` as a batch: itself when it already is one, else built from ChangeRecords (a
+        caller driving a sink by hand)."""
+        if isinstance(records, ChangeBatch):
+            return records
+        rows = [{**{f: r.data.get(f) for f in fields}, "_op": r.op, "_change": r.change, "_key": r.id,
+                 "_key_json": _json(r.key), "_data_json": _json(r.data)} for r in records]
+        return cls(pa.Table.from_pylist(rows), key_fields, fields)
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return self.take(range(start, stop, step))
+            return ChangeBatch(self.table.slice(start, max(0, stop - start)), self.key_fields, self.fields)
+        return self.records[index]
+
+    def __iter__(self) -> Iterator:
+        return iter(self.records)
+
+    def take(self, indices: Iterable[int]) -> "ChangeBatch":
+        return ChangeBatch(self.table.take(pa.array(list(indices), pa.int64())), self.key_fields, self.fields)
+
+    def column(self, name: str) -> list[Any]:
+        return self.table.column(name).to_pylist()
+
+    @cached_property
+    def ops(self) -> list[str]:
+        return self.column("_op")
+
+    @cached_property
+    def changes(self) -> list[str]:
+        return self.column("_change")
+
+    @cached_property
+    def ids(self) -> list[str]:
+        return self.column("_key")
+
+    @cached_property
+    def records(self) -> list:
+        """The batch as ChangeRecords (built on first use: only row-wise sinks pay for them)."""
+        from spark_jobs.sinks.base import ChangeRecord
+
+        keys = self.key_fields
+        rows = self.table.select(self.fields).to_pylist(maps_as_pydicts="strict")
+        records = []
+        for row, op, change, ident in zip(rows, self.ops, self.changes, self.ids):
+            key = {k: row[k] for k in keys}
+            records.append(ChangeRecord(op=op, key=key, data=key if op == "delete" else row, change=change, id=ident))
+        return records
+
+
+def with_json(frame, key_fields: Sequence[str], fields: Sequence[str]):
+    """Add ``_key_json`` and ``_data_json``: the key and the row as compact JSON objects with sorted
+    field names and nulls kept (``{"id":1}``, ``{"city":null,"id":1,"name":"ann"}``), written by
+    the JVM (Spark's ``to_json``) inside the same stage, so no Python serialises a row. A delete's
+    ``_data_json`` is its key only, as the ChangeRecord's ``data`` is."""
+    from pyspark.sql import functions as F
+
+    def as_json(names):
+        return F.to_json(F.struct(*[F.col(f"`{n}`") for n in sorted(names)]), {"ignoreNullFields": "false"})
+
+    key = as_json(key_fields)
+    return (frame.withColumn("_key_json", key)
+            .withColumn("_data_json", F.when(F.col("_op") == "delete", key).otherwise(as_json(fields))))
