@@ -109,3 +109,34 @@ def test_resend_after_a_kill_midway_replays_to_the_source(spark, warehouse, tmp_
     assert result["committed"]
     table, _ = replay(kafka_broker, topic)
     assert table == as_table(rows)
+
+
+def test_each_mode_publishes_only_its_changes(spark, warehouse, tmp_path, kafka_broker):  # noqa: F811
+    """insert publishes source inserts only, update only updates, upsert both, mirror both plus a
+    tombstone per delete (the upsert-kafka changelog; see the sink's docstring)."""
+    first_rows = [(1, "ann", "oslo"), (2, "bob", "lima"), (3, "cid", "rome")]
+    next_rows = [(1, "ANN", "oslo"), (3, "cid", "rome"), (4, "dan", "kyiv")]
+    modes = ("upsert", "insert", "update", "mirror")
+    topics = {mode: f"modes-{mode}-{uuid.uuid4().hex[:6]}" for mode in modes}
+    p = Pipeline(spark, warehouse, tmp_path)
+    p.step(first_rows)
+    for mode in modes:  # one consumer (and topic) per mode
+        p.sync(p.diff(mode), destination(kafka_broker, topics[mode]), mode=mode)
+    before = {mode: {(m.partition, m.offset) for m in read_topic(kafka_broker, topics[mode])} for mode in modes}
+    assert [len(before[mode]) for mode in modes] == [3, 3, 0, 3]
+    p.step(next_rows)
+    for mode in modes:
+        p.sync(p.diff(mode), destination(kafka_broker, topics[mode]), mode=mode, allow_mass_delete=True)
+
+    def sent(mode):
+        new = [m for m in read_topic(kafka_broker, topics[mode]) if (m.partition, m.offset) not in before[mode]]
+        return sorted((json.loads(m.key)["id"], None if m.value is None else m.json()["name"]) for m in new)
+
+    assert sent("upsert") == [(1, "ANN"), (4, "dan")]
+    assert sent("insert") == [(4, "dan")]
+    assert sent("update") == [(1, "ANN")]
+    assert sent("mirror") == [(1, "ANN"), (2, None), (4, "dan")]
+    assert replay(kafka_broker, topics["upsert"])[0] == as_table(sorted(set(first_rows[1:] + next_rows)))
+    assert replay(kafka_broker, topics["insert"])[0] == as_table(first_rows + [(4, "dan", "kyiv")])
+    assert replay(kafka_broker, topics["update"])[0] == as_table([(1, "ANN", "oslo")])
+    assert replay(kafka_broker, topics["mirror"])[0] == as_table(next_rows)
