@@ -40,6 +40,12 @@ GOALS = {  # ratio name -> (goal text, predicate)
     "s3.first_vs_duckdb": ("<= 3x DuckDB", lambda r: r <= 3),
     "s5.overhead_per_task_s": ("<= 15 s per task", lambda r: r <= 15),
     "s6.driver_rss_growth": ("flat (<= 1.5x for 10x the rows)", lambda r: r <= 1.5),
+    "s4.postgres_job_vs_copy": (">= 0.5 of raw COPY's rows/s (whole job)", lambda r: r >= 0.5),
+    "s4.postgres_delivery_vs_copy": (">= 0.5 of raw COPY's rows/s (delivery)", lambda r: r >= 0.5),
+    "s4.http_job_records_per_s": (">= 20k records/s (whole job)", lambda r: r >= 20_000),
+    "s4.http_delivery_records_per_s": (">= 20k records/s (delivery)", lambda r: r >= 20_000),
+    "s4.kafka_job_messages_per_s": (">= 100k messages/s (whole job)", lambda r: r >= 100_000),
+    "s4.kafka_delivery_messages_per_s": (">= 100k messages/s (delivery)", lambda r: r >= 100_000),
 }
 
 

@@ -233,10 +233,16 @@ class _Handler(BaseHTTPRequestHandler):
 class HttpDestination:
     """A local HTTP destination server. See the module docstring for the protocol and control API."""
 
-    def __init__(self, key_fields: Sequence[str] = ("id",), host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, key_fields: Sequence[str] = ("id",), host: str = "127.0.0.1", port: int = 0,
+                 history: bool = True, keep_rows: bool = True):
+        """``history=False`` keeps no request bodies (``requests`` hold metadata only, ``batches`` stays
+        empty) and ``keep_rows=False`` keeps only the key of each row: for a benchmark pushing
+        millions of records, whose memory would otherwise be the test server's."""
         if isinstance(key_fields, str):
             key_fields = (key_fields,)
         self.key_fields: tuple[str, ...] = tuple(key_fields)
+        self.history = history
+        self.keep_rows = keep_rows
         self._host = host
         self._port = port
         self._lock = threading.Lock()
@@ -454,8 +460,8 @@ class HttpDestination:
             method=h.command,
             path=h.path,
             headers={k: v for k, v in h.headers.items()},
-            body=body,
-            json=parsed,
+            body=body if self.history else b"",
+            json=parsed if self.history else None,
             received_at=received_at,
             received_monotonic=received_mono,
         )
@@ -567,13 +573,14 @@ class HttpDestination:
                     continue
                 key = tuple(key_dict[f] for f in self.key_fields)
                 if record["op"] == "upsert":
-                    self._state.table[key] = {**data, **key_dict}
+                    self._state.table[key] = {**data, **key_dict} if self.keep_rows else key_dict
                 else:
                     self._state.table.pop(key, None)
                 applied.append(record)
                 result["status"] = "ok"
                 results.append(result)
-            self._state.batches.append(applied)
+            if self.history:
+                self._state.batches.append(applied)
         return results
 
     def _matching_rule(self, record: dict[str, Any]) -> _RecordRule | None:  # under self._lock
