@@ -7,9 +7,10 @@ plugin) gets them, built once per batch — and it also exposes its Arrow table,
 build its whole payload with vectorised code (``pyarrow.csv`` for Postgres' COPY, the JSON the JVM
 already wrote for HTTP and Kafka) instead of per-row Python.
 
-Columns of the table: the destination fields, ``_op`` (destination operation), ``_change`` (insert,
-update or delete), ``_key`` (the ledger's name for the row) and, for a sink that sets
-:attr:`~spark_jobs.sinks.base.Sink.wants_json`, ``_key_json``/``_data_json`` (see :func:`with_json`).
+Columns of the table: ``_op`` (destination operation), ``_change`` (insert, update or delete),
+``_key`` (the ledger's name for the row), and either the destination fields or — for a sink that
+sets :attr:`~spark_jobs.sinks.base.Sink.wants_json` — ``_key_json``/``_data_json`` instead (see
+:func:`with_json`; such a batch's ChangeRecords are parsed back from that JSON).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from typing import Any, Iterable, Iterator, Sequence
 import pyarrow as pa
 
 META = ("_op", "_change", "_key")
-JSON = ("_key_json", "_data_json")
 
 
 def _json(value: dict[str, Any]) -> str:
@@ -84,7 +84,10 @@ class ChangeBatch(Sequence):
         from spark_jobs.sinks.base import ChangeRecord
 
         keys = self.key_fields
-        rows = self.table.select(self.fields).to_pylist(maps_as_pydicts="strict")
+        if "_data_json" in self.table.column_names and not set(self.fields) <= set(self.table.column_names):
+            rows = [json.loads(data) for data in self.column("_data_json")]
+        else:
+            rows = self.table.select(self.fields).to_pylist(maps_as_pydicts="strict")
         records = []
         for row, op, change, ident in zip(rows, self.ops, self.changes, self.ids):
             key = {k: row[k] for k in keys}
@@ -93,15 +96,16 @@ class ChangeBatch(Sequence):
 
 
 def with_json(frame, key_fields: Sequence[str], fields: Sequence[str]):
-    """Add ``_key_json`` and ``_data_json``: the key and the row as compact JSON objects with sorted
-    field names and nulls kept (``{"id":1}``, ``{"city":null,"id":1,"name":"ann"}``), written by
-    the JVM (Spark's ``to_json``) inside the same stage, so no Python serialises a row. A delete's
-    ``_data_json`` is its key only, as the ChangeRecord's ``data`` is."""
+    """The operations as ``_op``, ``_change``, ``_key``, ``_key_json`` and ``_data_json``: the key and
+    the row as compact JSON objects with sorted field names and nulls kept (``{"id":1}``,
+    ``{"city":null,"id":1,"name":"ann"}``), written by the JVM (Spark's ``to_json``) inside the same
+    stage, so no Python serialises a row; the fields themselves are not shipped to Python a second
+    time. A delete's ``_data_json`` is its key only, as the ChangeRecord's ``data`` is."""
     from pyspark.sql import functions as F
 
     def as_json(names):
         return F.to_json(F.struct(*[F.col(f"`{n}`") for n in sorted(names)]), {"ignoreNullFields": "false"})
 
     key = as_json(key_fields)
-    return (frame.withColumn("_key_json", key)
-            .withColumn("_data_json", F.when(F.col("_op") == "delete", key).otherwise(as_json(fields))))
+    return frame.select(*META, key.alias("_key_json"),
+                        F.when(F.col("_op") == "delete", key).otherwise(as_json(fields)).alias("_data_json"))
