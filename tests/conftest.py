@@ -3,12 +3,17 @@ and an isolated Airflow home (SQLite metadata DB) created once."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+# py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after pytest has
+# closed the streams its handlers write to: a "--- Logging error ---" traceback after every green run.
+logging.getLogger("py4j.clientserver").setLevel(logging.WARNING)
 
 REPO = Path(__file__).resolve().parents[1]
 JARS_DIR = REPO / ".cache" / "jars"
