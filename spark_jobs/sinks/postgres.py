@@ -1,7 +1,8 @@
 """PostgreSQL destination: bulk load through a staging table, never row by row.
 
 Each batch is one transaction: ``COPY`` the records into a session-private temporary staging table
-(as CSV that ``pyarrow.csv`` writes from the batch's Arrow table in one vectorised call), then apply them to the target with one set-based statement per operation —
+(as CSV that ``pyarrow.csv`` writes from the batch's Arrow table in one vectorised call), then apply
+them to the target with one set-based statement per operation —
 ``INSERT … SELECT … ON CONFLICT (key) DO UPDATE`` (upsert), ``… DO NOTHING`` (insert),
 ``UPDATE … FROM staging`` (update) and ``DELETE … USING staging`` (delete). Upserts and deletes by key
 make a resend harmless.
