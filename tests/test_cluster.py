@@ -23,9 +23,7 @@ from pathlib import Path
 import pendulum
 import pytest
 
-from tests.support.spark_cluster import cluster_client, spark_cluster  # noqa: F401 (fixtures)
-
-pytestmark = [pytest.mark.cluster, pytest.mark.spark_submit]
+pytestmark = pytest.mark.spark_submit  # cluster: from the spark_cluster fixture
 
 REPO = Path(__file__).resolve().parents[1]
 DAYS = ["2026-01-01", "2026-01-02"]  # day 1: inserts; day 2: updates, a move, an insert and a delete

@@ -8,48 +8,8 @@ here: the SDK bundle jar alone is several hundred MB.
 from __future__ import annotations
 
 import json
-import socket
 
-import pytest
-
-BUCKET = "lake"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def s3(s3_endpoint, monkeypatch):
-    """Credentials and endpoint only through the standard AWS environment, as on a real deployment."""
-    import boto3
-    import s3fs
-
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "aretl-test-key")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aretl-test-secret")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
-    s3fs.S3FileSystem.clear_instance_cache()
-    client = boto3.client("s3")
-    client.create_bucket(Bucket=BUCKET)
-    yield client
-    for item in client.list_objects_v2(Bucket=BUCKET).get("Contents", []):
-        client.delete_object(Bucket=BUCKET, Key=item["Key"])
-    client.delete_bucket(Bucket=BUCKET)
-    s3fs.S3FileSystem.clear_instance_cache()
+from tests.support.object_store import BUCKET
 
 
 def test_job_spec_and_result_live_in_an_s3a_warehouse(s3):

@@ -5,7 +5,7 @@ import pytest
 
 from spark_jobs import consumers
 from spark_jobs.lake import Warehouse
-from tests.helpers import job, job_error, rows_of, write_parquet
+from tests.support.jobs import job, job_error, rows_of, write_parquet
 
 SCHEMA = "id INT, name STRING, city STRING"
 CONSUMER = "crm"

@@ -10,7 +10,7 @@ from spark_jobs.errors import ConfigError
 from spark_jobs.lake import Warehouse, history
 from spark_jobs.lineage import read_lineage
 from spark_jobs.timetravel import read_as_of, recorded_versions, version_for
-from tests.helpers import job, job_error, rows_of, write_parquet
+from tests.support.jobs import job, job_error, rows_of, write_parquet
 
 SCHEMA = "id INT, v STRING"
 D = "2026-04-0{}T00:00:00+00:00"

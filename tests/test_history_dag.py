@@ -14,8 +14,8 @@ import pytest
 from spark_jobs.lake import commit_metadata
 from spark_jobs.lineage import read_lineage
 from spark_jobs.timetravel import recorded_versions
-from tests.conftest import REPO
-from tests.helpers import job, job_error, rows_of
+from tests.support.jobs import job, job_error, rows_of
+from tests.support.paths import REPO
 
 SCHEMA = "customer_id INT, city STRING"
 SOURCE_BY_DATE = {  # the upstream system's own history: a commit on some days only

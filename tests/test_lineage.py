@@ -6,7 +6,7 @@ import time
 
 from spark_jobs.lake import commit_metadata
 from spark_jobs.lineage import read_lineage
-from tests.helpers import job, job_error, rows_of, write_parquet
+from tests.support.jobs import job, job_error, rows_of, write_parquet
 
 D = "2026-03-0{}T00:00:00+00:00"
 

@@ -5,7 +5,7 @@ from airflow_reverse_etl.lineage import asset_uri, dataset_name
 from airflow_reverse_etl.operators.history import SnapshotHistoryOperator
 from airflow_reverse_etl.operators.snapshot import SnapshotOperator
 from spark_jobs.entry import run
-from tests.helpers import write_parquet
+from tests.support.jobs import write_parquet
 
 
 def test_facets_on_complete_name_storage_paths_and_versions(spark, warehouse, tmp_path):
@@ -44,7 +44,7 @@ def test_dataset_names_follow_openlineage_conventions():
 def test_asset_example_dag_is_scheduled_on_the_snapshot_asset(airflow_db):
     from airflow.dag_processing.dagbag import DagBag
 
-    from tests.conftest import REPO
+    from tests.support.paths import REPO
 
     bag = DagBag(str(REPO / "dags" / "snapshot_asset_history.py"))
     assert not bag.import_errors

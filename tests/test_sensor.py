@@ -13,7 +13,7 @@ import pytest
 from airflow_reverse_etl.sensors.snapshot import SnapshotSensor
 from airflow_reverse_etl.triggers.delta_log import find_version
 from airflow_reverse_etl.triggers.snapshot import DeltaVersionTrigger
-from tests.helpers import job, write_parquet
+from tests.support.jobs import job, write_parquet
 
 D = "2026-05-0{}T00:00:00+00:00"
 
@@ -99,7 +99,7 @@ def test_dag_test_defers_to_the_trigger(spark, warehouse, tmp_path, airflow_db, 
     thread has recorded the run's logical date (the downstream Spark job is marked success)."""
     from airflow.dag_processing.dagbag import DagBag
 
-    from tests.conftest import REPO
+    from tests.support.paths import REPO
 
     monkeypatch.setenv("AIRFLOW__REVERSE_ETL__WAREHOUSE", warehouse)
     dag = DagBag(str(REPO / "dags" / "snapshot_asset_history.py")).dags["products_daily"]

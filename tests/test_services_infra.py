@@ -12,13 +12,8 @@ from collections import defaultdict
 import pytest
 import requests
 
-from tests.support.http_server import HttpDestination, http_destination  # noqa: F401  (fixture)
-from tests.support.services import (  # noqa: F401  (fixtures)
-    kafka_broker,
-    postgres_server,
-    read_topic,
-    run_service_script,
-)
+from tests.support.http_server import HttpDestination
+from tests.support.services import read_topic, run_service_script
 
 
 # ------------------------------------------------------------------------------------------------

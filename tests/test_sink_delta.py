@@ -2,8 +2,8 @@
 commit per sync, Parquet rewrite-and-swap, schema mismatches named by column, and a rerun after a
 sync that wrote but never committed (killed between the two) leaving the same table."""
 
-from tests.helpers import rows_of
-from tests.sync_helpers import Pipeline
+from tests.support.jobs import rows_of
+from tests.support.pipeline import Pipeline
 
 ROWS = [(1, "ann", "oslo"), (2, "bob", "lima"), (3, "cid", "rome")]
 NEXT = [(1, "ANN", "oslo"), (3, "cid", "rome"), (4, "dan", "kyiv")]

@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from tests.support.http_server import http_destination  # noqa: F401  (fixture)
-from tests.sync_helpers import Pipeline, sync_killed_midway
+from tests.support.pipeline import Pipeline, sync_killed_midway
 
 EXTRA_ENV = "ARETL_TEST_SINK_HTTP_EXTRA"
 ROWS = [(1, "ann", "oslo"), (2, "bob", "lima"), (3, "cid", "rome")]
@@ -21,7 +20,7 @@ def destination(server, **options):
 
 
 @pytest.fixture
-def server(http_destination, monkeypatch):  # noqa: F811
+def server(http_destination, monkeypatch):
     monkeypatch.setenv(EXTRA_ENV, json.dumps({"Authorization": "Bearer test-token"}))
     http_destination.require_bearer_token("test-token")
     return http_destination

@@ -7,11 +7,8 @@ import uuid
 
 import pytest
 
-from tests.support.services import kafka_broker, read_topic  # noqa: F401  (session fixture)
-from tests.sync_helpers import Pipeline, sync_killed_midway
-
-
-pytestmark = pytest.mark.kafka
+from tests.support.pipeline import Pipeline, sync_killed_midway
+from tests.support.services import read_topic
 
 
 @pytest.fixture
@@ -43,7 +40,7 @@ def as_table(rows):
     return {r[0]: {"id": r[0], "name": r[1], "city": r[2]} for r in rows}
 
 
-def test_the_topic_replays_to_the_source_with_tombstones_for_deletes(spark, warehouse, tmp_path, kafka_broker, topic):  # noqa: F811
+def test_the_topic_replays_to_the_source_with_tombstones_for_deletes(spark, warehouse, tmp_path, kafka_broker, topic):
     p = Pipeline(spark, warehouse, tmp_path)
     rows = [(i, f"n{i}", f"c{i % 4}") for i in range(1, 41)]
     first = p.sync(p.step(rows), destination(kafka_broker, topic), mode="mirror")
@@ -61,7 +58,7 @@ def test_the_topic_replays_to_the_source_with_tombstones_for_deletes(spark, ware
     assert sum(m.value is None for m in messages) == 8
 
 
-def test_upsert_mode_sends_no_tombstones(spark, warehouse, tmp_path, kafka_broker, topic):  # noqa: F811
+def test_upsert_mode_sends_no_tombstones(spark, warehouse, tmp_path, kafka_broker, topic):
     p = Pipeline(spark, warehouse, tmp_path)
     p.sync(p.step([(1, "a", "x"), (2, "b", "y")]), destination(kafka_broker, topic))
     p.sync(p.step([(1, "A", "x")]), destination(kafka_broker, topic), field_mapping={"id": "id", "name": "name"})
@@ -70,14 +67,14 @@ def test_upsert_mode_sends_no_tombstones(spark, warehouse, tmp_path, kafka_broke
     assert all(m.value is not None for m in messages)
 
 
-def test_a_missing_topic_is_named(spark, warehouse, tmp_path, kafka_broker, topic):  # noqa: F811
+def test_a_missing_topic_is_named(spark, warehouse, tmp_path, kafka_broker, topic):
     p = Pipeline(spark, warehouse, tmp_path)
     error = p.sync_error(p.step([(1, "a", "x")]), {"type": "kafka", "topic": topic,
                                                    "bootstrap_servers": kafka_broker.bootstrap_servers})
     assert error["type"] == "DestinationError" and f"Kafka topic {topic!r} does not exist" in error["message"]
 
 
-def test_resend_after_a_kill_midway_replays_to_the_source(spark, warehouse, tmp_path, kafka_broker, topic):  # noqa: F811
+def test_resend_after_a_kill_midway_replays_to_the_source(spark, warehouse, tmp_path, kafka_broker, topic):
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     rows = [(i, f"name-{i}", f"city-{i % 7}") for i in range(2000)]
@@ -111,7 +108,7 @@ def test_resend_after_a_kill_midway_replays_to_the_source(spark, warehouse, tmp_
     assert table == as_table(rows)
 
 
-def test_each_mode_publishes_only_its_changes(spark, warehouse, tmp_path, kafka_broker):  # noqa: F811
+def test_each_mode_publishes_only_its_changes(spark, warehouse, tmp_path, kafka_broker):
     """insert publishes source inserts only, update only updates, upsert both, mirror both plus a
     tombstone per delete (the upsert-kafka changelog; see the sink's docstring)."""
     first_rows = [(1, "ann", "oslo"), (2, "bob", "lima"), (3, "cid", "rome")]

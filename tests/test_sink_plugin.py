@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sync_helpers import Pipeline
+from tests.support.pipeline import Pipeline
 
 PLUGIN = Path(__file__).parent / "plugins" / "aretl-test-sink"
 

@@ -7,15 +7,13 @@ import uuid
 import psycopg2
 import pytest
 
-from tests.support.services import postgres_server  # noqa: F401  (session fixture)
-from tests.sync_helpers import Pipeline, sync_killed_midway
+from tests.support.pipeline import Pipeline, sync_killed_midway
 
-pytestmark = pytest.mark.postgres
 PASSWORD_ENV = "ARETL_TEST_SINK_PG_PASSWORD"
 
 
 @pytest.fixture
-def pg(postgres_server, monkeypatch):  # noqa: F811
+def pg(postgres_server, monkeypatch):
     """A fresh table name in the test database, a connection for checks, and destination settings
     shaped like SinkOperator builds them from an Airflow connection (password in the environment)."""
     monkeypatch.setenv(PASSWORD_ENV, postgres_server.password)

@@ -13,13 +13,12 @@ import pendulum
 import psycopg2
 import pytest
 
-from tests.support.services import postgres_server  # noqa: F401  (session fixture)
-from tests.sync_helpers import Pipeline
+from tests.support.pipeline import Pipeline
 
-pytestmark = [pytest.mark.spark_submit, pytest.mark.postgres]
+pytestmark = pytest.mark.spark_submit
 
 
-def test_no_secret_is_left_in_argv_spec_xcom_logs_or_tables(spark, warehouse, tmp_path, postgres_server,  # noqa: F811
+def test_no_secret_is_left_in_argv_spec_xcom_logs_or_tables(spark, warehouse, tmp_path, postgres_server,
                                                              monkeypatch, caplog, capfd):
     from airflow_reverse_etl.operators.sink import SinkOperator
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from spark_jobs.lake import history
-from tests.helpers import job, job_error, rows_of, write_parquet
+from tests.support.jobs import job, job_error, rows_of, write_parquet
 
 SCHEMA = "id INT, name STRING, city STRING"
 

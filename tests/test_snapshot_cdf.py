@@ -3,7 +3,7 @@ changes, and that must give exactly the table and the diff a full extract gives.
 
 import pytest
 
-from tests.helpers import job, job_error, rows_of
+from tests.support.jobs import job, job_error, rows_of
 
 SCHEMA = "id INT, name STRING, score DOUBLE"
 DAY_0 = [(i, f"n{i}", float(i)) for i in range(1, 11)]

@@ -7,14 +7,12 @@ import psycopg2
 import pytest
 
 from airflow_reverse_etl.connections import jdbc_source
-from tests.helpers import job, job_error, rows_of
-from tests.support.services import postgres_server  # noqa: F401
+from tests.support.jobs import job, job_error, rows_of
 
-pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def app_db(postgres_server, monkeypatch):  # noqa: F811
+def app_db(postgres_server, monkeypatch):
     info = postgres_server
     with psycopg2.connect(info.dsn) as conn, conn.cursor() as cur:
         cur.execute("DROP TABLE IF EXISTS app_customers")

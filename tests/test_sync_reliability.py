@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.sync_helpers import Pipeline
+from tests.support.pipeline import Pipeline
 
 ROWS = [(1, "ann", "oslo"), (2, "bob", "bad"), (3, "cid", "rome"), (4, "dan", "kyiv")]
 

@@ -7,7 +7,7 @@ import pytest
 
 from spark_jobs import consumers
 from spark_jobs.lake import Warehouse
-from tests.helpers import job, job_error, write_parquet
+from tests.support.jobs import job, job_error, write_parquet
 
 SCHEMA = "id INT, name STRING, city STRING"
 
@@ -137,7 +137,7 @@ def test_mirror_refuses_to_wipe_the_destination(pipeline):
 
 
 def test_a_destination_failing_midway_keeps_the_commit_and_the_rerun_heals(pipeline):
-    failing = {"type": "tests.fault_sinks:FailingSqliteSink", "database": pipeline.database,
+    failing = {"type": "tests.support.fault_sinks:FailingSqliteSink", "database": pipeline.database,
                "table": "customers", "fail_after": 7}
     source = [(i, f"n{i}", "x") for i in range(20)]
     pipeline.snapshot(source)

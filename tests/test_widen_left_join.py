@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.widen_support import Lake
+from tests.support.wide_lake import Lake
 
 INFO = "order_id INT, customer_id STRING, amount INT"
 CUSTOMER = "id STRING, name STRING"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.widen_support import Lake
+from tests.support.wide_lake import Lake
 
 SG_SCHEMA = "k INT, a INT, b INT, g_1 INT, c INT, d INT, g_2 INT"
 SG = {"name": "sg", "primary_key": ["k"],

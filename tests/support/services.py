@@ -6,9 +6,8 @@ the end of the session, unless it was already running before the session (then i
 was found) or ``ARETL_TEST_KEEP_SERVICES=1`` is set (keeps it up for the next run). Nothing is
 skipped: if a service cannot start, the fixture fails with the script's output.
 
-Use them by importing into a test module or a conftest::
-
-    from tests.support.services import kafka_broker, postgres_server  # noqa: F401
+tests/conftest.py registers them (``pytest_plugins``): a test asks for them by name, and gets the
+``postgres``/``kafka`` marker from :mod:`tests.support.markers`.
 
 Ports and the password come from the same variables the scripts read (ARETL_TEST_PG_PORT,
 ARETL_TEST_PG_PASSWORD, ARETL_TEST_KAFKA_PORT, ...), so a test and the script always agree.
@@ -22,10 +21,11 @@ import subprocess
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+
+from tests.support.paths import REPO
 
 __all__ = [
     "REPO_ROOT",
@@ -39,7 +39,7 @@ __all__ = [
     "run_service_script",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = REPO
 SCRIPTS = REPO_ROOT / "scripts" / "services"
 DEFAULT_PG_PASSWORD = "aretl-test-only-pw"  # must match scripts/services/postgres.sh
 START_TIMEOUT = float(os.environ.get("ARETL_TEST_SERVICE_TIMEOUT", "900"))  # a cold install included

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
+
 SCRIPT = REPO / "scripts" / "services" / "spark_cluster.sh"
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from tests.helpers import job, job_error, rows_of
+from tests.support.jobs import job, job_error, rows_of
 
 BASE = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from tests.helpers import job, job_error, write_parquet
+from tests.support.jobs import job, job_error, write_parquet
 
 SCHEMA = "id INT, name STRING, city STRING"
 

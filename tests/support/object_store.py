@@ -1,0 +1,48 @@
+"""A real S3-compatible HTTP server on 127.0.0.1 (moto's server) and a bucket on it, reached only
+through the standard AWS environment variables, as on a real deployment."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+BUCKET = "lake"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_endpoint, monkeypatch):
+    """Credentials and endpoint only through the standard AWS environment, as on a real deployment.
+    Yields a boto3 client; the bucket :data:`BUCKET` exists for the test and is emptied after it."""
+    import boto3
+    import s3fs
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "aretl-test-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aretl-test-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    s3fs.S3FileSystem.clear_instance_cache()
+    client = boto3.client("s3")
+    client.create_bucket(Bucket=BUCKET)
+    yield client
+    for item in client.list_objects_v2(Bucket=BUCKET).get("Contents", []):
+        client.delete_object(Bucket=BUCKET, Key=item["Key"])
+    client.delete_bucket(Bucket=BUCKET)
+    s3fs.S3FileSystem.clear_instance_cache()
