@@ -56,16 +56,29 @@ def test_six_sources_render_the_priority_tree():
     assert dag.get_task(r + "publish_diff").primary_key == ["id"]
 
 
-def test_queue_order_is_priority_then_spec_order():
+def test_the_plan_of_six_sources():
+    """Each task's priority class, the sources it merges and the tasks it waits for."""
     steps = plan(parse(SIX), snapshots=[f"n{i}" for i in range(1, 7)], publish=True)
-    assert [s.priority for s in steps] == sorted(s.priority for s in steps)
-    assert [s.task_id for s in steps if s.priority == SNAPSHOT] == [f"snapshot_n{i}" for i in range(1, 7)]
-    assert [s.task_id for s in steps if s.priority in (FULL_JOIN, LEFT_JOIN, PUBLISH)] == [
-        "full_join_g1", "full_join_g2", "left_join_n6", "publish_diff"]
-    seen: set[str] = set()
-    for step in steps:  # nothing is planned before its inputs
-        assert set(step.upstream) <= seen, step
-        seen.add(step.task_id)
+    assert {s.task_id: (s.priority, s.sources, s.upstream) for s in steps} == {
+        **{f"snapshot_n{i}": (SNAPSHOT, (f"n{i}",), ()) for i in range(1, 7)},
+        "full_join_g1": (FULL_JOIN, ("n1", "n2", "n3"), ("snapshot_n1", "snapshot_n2", "snapshot_n3")),
+        "full_join_g2": (FULL_JOIN, ("n4", "n5"), ("snapshot_n4", "snapshot_n5", "full_join_g1")),
+        "left_join_n6": (LEFT_JOIN, ("n6",), ("snapshot_n6", "full_join_g2")),
+        "publish_diff": (PUBLISH, (), ("left_join_n6",)),
+    }
+
+
+def test_left_joins_wait_for_every_full_join_whatever_the_spec_order():
+    """A left-join source written first still merges after the full joins that provide its foreign
+    key, and the full-join groups chain in the order the spec names them."""
+    left_first = {**SIX, "sources": [SIX["sources"][5], *SIX["sources"][3:5], *SIX["sources"][:3]]}
+    steps = plan(parse(left_first), snapshots=[], publish=True)
+    assert [(s.task_id, s.upstream) for s in steps] == [
+        ("full_join_g2", ()),
+        ("full_join_g1", ("full_join_g2",)),
+        ("left_join_n6", ("full_join_g1",)),
+        ("publish_diff", ("left_join_n6",)),
+    ]
 
 
 def test_sources_without_snapshot_tasks_and_no_publication():
