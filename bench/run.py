@@ -6,15 +6,18 @@ repeated ``--repeat`` times (fresh warehouse each time) and every repetition is 
 machine the ratios, not the seconds, are what count.
 
 Scenarios: 1 snapshot + diff of a full extract; 2 the Change Data Feed fast path; 3 wide table and
-4 sinks (``bench.bench_widen`` / ``bench.bench_sinks`` when present); 5 orchestration overhead
+4 sinks (``bench.bench_widen`` / ``bench.bench_sinks``); 5 orchestration overhead
 (Airflow + spark-submit, in a child process); 6 driver peak memory at N and N/10 on a real standalone
 cluster (``--master`` runs the in-process scenarios on any master).
+
+A scenario that raises is recorded as failed (``{"error": ...}`` in the results, its traceback on
+stderr, a FAILED line in the table), the others still run, and the exit status is 1. Skips are only
+for prerequisites that are genuinely missing: a sink whose service cannot start (``<sink>_skipped``).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import platform
@@ -23,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -213,26 +217,37 @@ def scenario_5() -> dict:
     return json.loads(out.read_text())
 
 
-def optional(module: str, func: str, *args) -> dict | None:
-    """Scenarios 3 and 4 live in their own modules, written with the features they measure."""
+def attempt(results: dict, scenario: str, fn, *args) -> None:
+    """Run one scenario into ``results[scenario]``; if it raises, record it as failed (the error in
+    the results, the traceback on stderr) and go on: one broken scenario must neither vanish from the
+    table nor cost the figures of the others."""
     try:
-        helper = getattr(importlib.import_module(module), func)
-    except (ImportError, AttributeError):
-        return None
-    return helper(*args)
+        results[scenario] = fn(*args)
+    except Exception as exc:  # noqa: BLE001 - any failure is the scenario's, reported as such
+        traceback.print_exc()
+        results[scenario] = {"error": f"{type(exc).__name__}: {exc}"}
+
+
+def failures(report: dict) -> list[tuple[int, str, str]]:
+    """(repetition, scenario, error) of every failed scenario."""
+    return [(i + 1, s, result["error"]) for i, run in enumerate(report["runs"])
+            for s, result in sorted(run["scenarios"].items()) if "error" in result]
 
 
 def one_run(args, spark, con, work: Path, before: str, after: str, expected: dict) -> dict:
+    from bench.bench_sinks import sinks
+    from bench.bench_widen import wide
+
     run: dict = {"scenarios": {}}
     wanted = set(args.scenarios)
     if "1" in wanted:
-        run["scenarios"]["1"] = scenario_1(spark, con, work, args.rows, before, after, expected)
+        attempt(run["scenarios"], "1", scenario_1, spark, con, work, args.rows, before, after, expected)
     if "2" in wanted:
-        run["scenarios"]["2"] = scenario_2(spark, con, work, args.rows, before, args.seed)
-    if "3" in wanted and (wide := optional("bench.bench_widen", "wide", spark, con, work, args.rows)):
-        run["scenarios"]["3"] = wide
-    if "4" in wanted and (sinks := optional("bench.bench_sinks", "sinks", spark, con, work, args.rows)):
-        run["scenarios"]["4"] = sinks
+        attempt(run["scenarios"], "2", scenario_2, spark, con, work, args.rows, before, args.seed)
+    if "3" in wanted:
+        attempt(run["scenarios"], "3", wide, spark, con, work, args.rows)
+    if "4" in wanted:
+        attempt(run["scenarios"], "4", sinks, spark, con, work, args.rows)
     run["rss"] = peak_rss(spark)
     return run
 
@@ -266,6 +281,8 @@ def table(report: dict) -> str:
             bad = [k for k, ok in r["scenarios"].get(s, {}).get("correct", {}).items() if not ok]
             if bad:
                 rows.append([s, f"WRONG RESULT in run {r_i + 1}", ", ".join(bad), "", ""])
+    for repetition, s, error in failures(report):
+        rows.append([s, f"FAILED in run {repetition}", error, "", ""])
     for key in ("jvm_peak_rss_mib", "python_peak_rss_mib"):  # of this process's local session, if it ran one
         if any(r["rss"][key] is not None for r in runs):
             rows.append(["-", key, *[str(r["rss"][key]) for r in runs], "", ""])
@@ -374,12 +391,13 @@ def main(argv: list[str] | None = None) -> int:
             report["runs"].append({"scenarios": {}, "rss": {"jvm_peak_rss_mib": None, "python_peak_rss_mib": None}})
         extra = {}
         if "5" in args.scenarios:
-            extra["5"] = scenario_5()
+            attempt(extra, "5", scenario_5)
         if "6" in args.scenarios:
-            extra["6"] = scenario_6(args)
+            attempt(extra, "6", scenario_6, args)
         for run in report["runs"]:  # measured once, shown against every repetition
             run["scenarios"].update(extra)
 
+    report["failed"] = [{"run": r, "scenario": s, "error": e} for r, s, e in failures(report)]
     report["baseline"] = {"path": str(baseline_path), "date": (baseline or {}).get("date")}
     report["changes"] = regressions(report, baseline)
     if baseline and Path(args.out).resolve() == baseline_path.resolve():  # the replaced table stays readable
@@ -389,7 +407,9 @@ def main(argv: list[str] | None = None) -> int:
         print(table(report))
         print("\n" + describe_changes(report))
         print(f"\nwritten to {args.out}")
-    return 0
+    for failure in report["failed"]:
+        print(f"FAILED: scenario {failure['scenario']} (run {failure['run']}): {failure['error']}", file=sys.stderr)
+    return 1 if report["failed"] else 0
 
 
 if __name__ == "__main__":
