@@ -106,8 +106,8 @@ def _submit_noop(home: Path, jars: bool) -> float:
 
 def _import_seconds() -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import airflow_reverse_etl.operators.sink, "
-                    "airflow_reverse_etl.operators.snapshot, airflow_reverse_etl.operators.diff"], check=True)
+    subprocess.run([sys.executable, "-c", ("import airflow_reverse_etl.operators.sink, "
+                    "airflow_reverse_etl.operators.snapshot, airflow_reverse_etl.operators.diff")], check=True)
     return round(time.perf_counter() - started, 2)
 
 

@@ -223,7 +223,7 @@ def attempt(results: dict, scenario: str, fn, *args) -> None:
     table nor cost the figures of the others."""
     try:
         results[scenario] = fn(*args)
-    except Exception as exc:  # noqa: BLE001 - any failure is the scenario's, reported as such
+    except Exception as exc:  # any failure is the scenario's, reported as such
         traceback.print_exc()
         results[scenario] = {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -263,8 +263,8 @@ def machine() -> dict:
 def table(report: dict) -> str:
     """Every figure and ratio, one column per repetition, goals judged on the median-free worst case."""
     runs = report["runs"]
-    lines = [f"N = {report['rows']:,} rows, seed {report['seed']}, {report['date']}, "
-             f"{report['machine']['cores']} cores, load {report['machine']['load_avg_at_start']}"]
+    lines = [(f"N = {report['rows']:,} rows, seed {report['seed']}, {report['date']}, "
+              f"{report['machine']['cores']} cores, load {report['machine']['load_avg_at_start']}")]
     header = ["scenario", "figure"] + [f"run {i + 1}" for i in range(len(runs))] + ["goal", "met"]
     rows = []
     scenarios = sorted({s for r in runs for s in r["scenarios"]})
@@ -332,8 +332,8 @@ def describe_changes(report: dict) -> str:
     base = report.get("baseline") or {}
     if not base.get("date"):
         return "No baseline table at this N: no regression check."
-    lines = [f"Against the baseline of {base['date']} (N = {report['rows']:,}, {base['path']}), best repetition "
-             f"each side; more than {round((REGRESSION - 1) * 100)}% apart:"]
+    lines = [(f"Against the baseline of {base['date']} (N = {report['rows']:,}, {base['path']}), best repetition "
+              f"each side; more than {round((REGRESSION - 1) * 100)}% apart:")]
     for c in report["changes"]:
         marker = "REGRESSION" if c["kind"] == "regression" else "improvement"
         lines.append(f"  {marker}: {c['ratio']} {c['baseline']} -> {c['now']} ({c['change_pct']:+d}%)")

@@ -50,7 +50,8 @@ def test_the_topic_replays_to_the_source_with_tombstones_for_deletes(spark, ware
     assert messages[0].key == json.dumps({"id": messages[0].json()["id"]}, separators=(",", ":")).encode()
     assert len({m.partition for m in messages}) > 1  # the keys are spread, each key in one place
 
-    changed = [(i, f"N{i}" if i % 3 == 0 else f"n{i}", f"c{i % 4}") for i in range(1, 41) if i % 5] + [(50, "new", "c0")]
+    changed = [(i, f"N{i}" if i % 3 == 0 else f"n{i}", f"c{i % 4}") for i in range(1, 41) if i % 5]
+    changed += [(50, "new", "c0")]
     second = p.sync(p.step(changed), destination(kafka_broker, topic), mode="mirror")
     assert (second["stats"]["deleted"], second["stats"]["inserted"]) == (8, 1)
     table, messages = replay(kafka_broker, topic)

@@ -131,7 +131,8 @@ def test_run_history_has_one_row_per_run_with_counts(spark, warehouse, tmp_path)
     p.sync(p.step([(1, "ann", "oslo"), (3, "cid", "nice")]), destination(tmp_path), mode="mirror",
            allow_mass_delete=True)
     first, second = p.runs()
-    assert (first["status"], first["mode"], first["to_version"], first["from_version"]) == ("success", "mirror", 0, None)
+    assert (first["status"], first["mode"], first["to_version"], first["from_version"]) == (
+        "success", "mirror", 0, None)
     assert (first["planned_upsert"], first["sent"], first["inserted"], first["rejected"]) == (4, 3, 3, 1)
     assert first["outcomes"] == {"upsert.ok": 3, "upsert.rejected": 1}
     assert first["committed"] and first["duration_s"] > 0 and first["destination"] == "sqlite:customers"

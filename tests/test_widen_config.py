@@ -36,8 +36,8 @@ def spec(**changes):
     ({"sequence_field": "seq", "sequence_groups": {"g_1": ["seq"]}}, "sequence_field 'seq' cannot be in"),
     ({"aggregations": {"nope": "sum"}}, "aggregation for unknown field 'nope'"),
     ({"aggregations": {"a": "median"}}, "unknown aggregate 'median' for field 'a'"),
-    ({"aggregations": {"tags": "listagg"}}, "aggregate 'listagg' on 'tags' depends on row order and needs a "
-                                            "sequence group"),
+    ({"aggregations": {"tags": "listagg"}}, ("aggregate 'listagg' on 'tags' depends on row order and needs a "
+                                             "sequence group")),
     ({"aggregations": {"a": "first_value"}}, "needs a sequence group"),
     ({"aggregations": {"a": "last_value"}}, "needs a sequence group"),
     ({"aggregations": {"k": "sum"}}, "field 'k' cannot be aggregated"),
