@@ -438,9 +438,13 @@ class HttpDestination:
             return list(self._state.requests)
 
     # -- request handling (handler threads) ------------------------------------------------------------
-    def _finish(self, rec: RecordedRequest, status: int | None, outcome: str, response: Any = None) -> None:
+    def _record_outcome(self, rec: RecordedRequest, status: int | None, outcome: str, response: Any) -> None:
         with self._changed:
             rec.status, rec.outcome, rec.response = status, outcome, response
+
+    def _finish(self, rec: RecordedRequest, status: int | None, outcome: str, response: Any = None) -> None:
+        self._record_outcome(rec, status, outcome, response)
+        with self._changed:
             self._state.in_flight -= 1
             self._changed.notify_all()
 
@@ -530,6 +534,8 @@ class HttpDestination:
 
     def _reply(self, h: _Handler, rec: RecordedRequest, status: int, outcome: str, payload: Any,
                headers: Mapping[str, str] | None = None) -> None:
+        # Recorded before the answer goes out: a client holding its response must see the outcome.
+        self._record_outcome(rec, status, outcome, payload)
         try:
             h._send_json(status, payload, headers)
         except OSError:  # the client went away (e.g. after a hang-then-apply)
