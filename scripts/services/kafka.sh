@@ -26,7 +26,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 here="$repo/scripts/services"
 pom="$here/kafka-pom.xml"
-base="$repo/.cache/services/kafka"
+# realpath: .cache may be a symlink (a git worktree sharing it); the broker is recognised by this path
+base=$(realpath -m "$repo/.cache/services/kafka")
 libs="$base/libs"
 logs="$base/logs"
 data="$base/data"
