@@ -67,7 +67,7 @@ def test_defaults_live_in_the_contract():
         "upsert", 0.5, None, False, True)
     maintenance = MaintenanceSpec.of(table="customers")
     assert (maintenance.table, maintenance.vacuum, maintenance.optimize, maintenance.retain_hours) == (
-        "snapshots/customers", True, False, 168.0)
+        "snapshots/customers", True, False, 168.0)  # the operator's defaults: the job had vacuum off
     diff = DiffSpec.from_dict({"job": "diff", "table": "snapshots/x", "consumer": "c", "columns": None})
     assert (diff.columns, diff.primary_key, diff.to_version, diff.full_resync) == ([], [], None, False)
     assert HistorySpec.of(table="customers").rel == "history/customers"
