@@ -30,7 +30,7 @@ class SnapshotHistoryOperator(ReverseEtlJobOperator):
         self.name = name
         self.primary_key = primary_key
         if "{{" not in table and "{{" not in (name or ""):
-            self.declare_outlets(self.build_spec({})[0].rel)
+            self.declare_outlets(HistorySpec.of(table=table, name=name).rel)
 
     def build_spec(self, context):
         return HistorySpec.of(table=self.table, name=self.name, primary_key=self.primary_key), {}
