@@ -13,10 +13,9 @@ from typing import Any
 from spark_jobs.contract.base import JobResult, omitted_when_none
 
 Ref = dict[str, Any]
-result = dataclass(frozen=True, kw_only=True)
 
 
-@result
+@dataclass(frozen=True, kw_only=True)
 class SnapshotResult(JobResult):
     table: str
     uri: str
@@ -34,7 +33,7 @@ class SnapshotResult(JobResult):
     outputs: list[Ref]
 
 
-@result
+@dataclass(frozen=True, kw_only=True)
 class BackfillResult(JobResult):
     table: str
     uri: str
@@ -45,7 +44,7 @@ class BackfillResult(JobResult):
     outputs: list[Ref]
 
 
-@result
+@dataclass(frozen=True, kw_only=True)
 class DiffResult(JobResult):
     table: str
     consumer: str
@@ -61,7 +60,7 @@ class DiffResult(JobResult):
     outputs: list[Ref]
 
 
-@result
+@dataclass(frozen=True, kw_only=True)
 class SinkResult(JobResult):
     table: str
     consumer: str
@@ -81,7 +80,7 @@ class SinkResult(JobResult):
     run: dict[str, Any] | None = omitted_when_none()  # the run history row's outcome
 
 
-@result
+@dataclass(frozen=True, kw_only=True)
 class RestoreResult(JobResult):
     table: str
     uri: str
@@ -93,7 +92,7 @@ class RestoreResult(JobResult):
     outputs: list[Ref]
 
 
-@result
+@dataclass(frozen=True, kw_only=True)
 class SavepointResult(JobResult):
     table: str
     version: int
@@ -103,7 +102,7 @@ class SavepointResult(JobResult):
     outputs: list[Ref]
 
 
-@result
+@dataclass(frozen=True, kw_only=True)
 class HistoryResult(JobResult):
     table: str
     uri: str
@@ -115,7 +114,7 @@ class HistoryResult(JobResult):
     outputs: list[Ref]
 
 
-@result
+@dataclass(frozen=True, kw_only=True)
 class MaintenanceResult(JobResult):
     table: str
     uri: str
@@ -126,7 +125,7 @@ class MaintenanceResult(JobResult):
     outputs: list[Ref]
 
 
-@result
+@dataclass(frozen=True, kw_only=True)
 class WidenResult(JobResult):
     table: str
     uri: str

@@ -43,10 +43,9 @@ def wide_table(value: Any) -> WideTable:
     return value if isinstance(value, WideTable) else parse_wide_table(value)
 
 
-spec = dataclass(frozen=True, kw_only=True)
 
 
-@spec
+@dataclass(frozen=True, kw_only=True)
 class SnapshotSpec(JobSpec):
     """Record ``source`` as one new version of ``snapshots/<name>`` (:mod:`spark_jobs.snapshot`)."""
 
@@ -61,7 +60,7 @@ class SnapshotSpec(JobSpec):
         return f"snapshots/{self.name}"
 
 
-@spec
+@dataclass(frozen=True, kw_only=True)
 class BackfillSpec(SnapshotSpec):
     """One snapshot per logical date, in date order, in one application (:mod:`spark_jobs.backfill`)."""
 
@@ -75,7 +74,7 @@ class BackfillSpec(SnapshotSpec):
                 for date in sorted(self.logical_dates, key=parse_logical_date)]
 
 
-@spec
+@dataclass(frozen=True, kw_only=True)
 class DiffSpec(JobSpec):
     """The net change set of ``table`` since ``consumer``'s committed version (:mod:`spark_jobs.diff`)."""
 
@@ -88,7 +87,7 @@ class DiffSpec(JobSpec):
     full_resync: bool = option(False, flag)
 
 
-@spec
+@dataclass(frozen=True, kw_only=True)
 class SinkSpec(JobSpec):
     """Deliver a change set to ``destination``, then commit the consumer (:mod:`spark_jobs.sinks.job`)."""
 
@@ -111,7 +110,7 @@ class SinkSpec(JobSpec):
     commit: bool = option(True, flag)  # False: deliver without moving the consumer (benchmarks)
 
 
-@spec
+@dataclass(frozen=True, kw_only=True)
 class _TableVersionSpec(JobSpec):
     """A job on one version of one table, named by ``version`` or ``target_logical_date``."""
 
@@ -123,14 +122,14 @@ class _TableVersionSpec(JobSpec):
         require_one_target(self.version, self.target_logical_date, f"{self.job} of {self.table}")
 
 
-@spec
+@dataclass(frozen=True, kw_only=True)
 class RestoreSpec(_TableVersionSpec):
     """Restore ``table`` to a recorded version (:mod:`spark_jobs.restore`)."""
 
     job: ClassVar[str] = "restore"
 
 
-@spec
+@dataclass(frozen=True, kw_only=True)
 class SavepointSpec(_TableVersionSpec):
     """Protect a version of ``table`` from VACUUM (:mod:`spark_jobs.savepoints`)."""
 
@@ -138,7 +137,7 @@ class SavepointSpec(_TableVersionSpec):
     savepoint_name: str | None = option(None, optional(required_text))  # default: v<version>
 
 
-@spec
+@dataclass(frozen=True, kw_only=True)
 class HistorySpec(JobSpec):
     """Rewrite ``history/<name>`` from the versions of ``table`` (:mod:`spark_jobs.history`)."""
 
@@ -152,7 +151,7 @@ class HistorySpec(JobSpec):
         return f"history/{self.name or self.table.rsplit('/', 1)[-1]}"
 
 
-@spec
+@dataclass(frozen=True, kw_only=True)
 class MaintenanceSpec(JobSpec):
     """OPTIMIZE / Z-ORDER and a VACUUM that keeps protected versions (:mod:`spark_jobs.maintenance`)."""
 
@@ -165,7 +164,7 @@ class MaintenanceSpec(JobSpec):
     margin_s: float = option(DEFAULT_MARGIN_S, non_negative)
 
 
-@spec
+@dataclass(frozen=True, kw_only=True)
 class WidenSpec(JobSpec):
     """Merge some sources of a wide table (:mod:`spark_jobs.widen.job`); ``wide`` follows
     :mod:`spark_jobs.widen.config`, ``versions`` pins sources to exact versions."""
