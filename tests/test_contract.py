@@ -49,8 +49,10 @@ SPEC_EXAMPLES = [
 ]
 
 
-def test_every_job_has_a_spec_example():
-    assert sorted(type(s).job for s in SPEC_EXAMPLES) == sorted(SPECS)
+def test_every_job_has_a_spec_example_and_a_runner():
+    from spark_jobs.entry import JOBS
+
+    assert sorted(type(s).job for s in SPEC_EXAMPLES) == sorted(SPECS) == sorted(JOBS)
 
 
 @pytest.mark.parametrize("spec", SPEC_EXAMPLES, ids=lambda s: s.job)
