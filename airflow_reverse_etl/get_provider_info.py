@@ -25,6 +25,7 @@ def get_provider_info():
                     "airflow_reverse_etl.operators.backfill",
                     "airflow_reverse_etl.operators.history",
                     "airflow_reverse_etl.operators.restore",
+                    "airflow_reverse_etl.operators.savepoint",
                     "airflow_reverse_etl.operators.maintenance",
                     "airflow_reverse_etl.operators.widen",
                 ],

@@ -23,7 +23,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_reverse_etl.operators.backfill import SnapshotBackfillOperator
 from airflow_reverse_etl.operators.history import SnapshotHistoryOperator
-from airflow_reverse_etl.operators.restore import TableSavepointOperator
+from airflow_reverse_etl.operators.savepoint import TableSavepointOperator
 
 WAREHOUSE = "{{ params.warehouse or '' }}"  # empty: [reverse_etl] warehouse
 

@@ -8,24 +8,16 @@ saves a JVM start per date: a week costs one spark-submit.
 
 from __future__ import annotations
 
-from typing import Any
-
-from spark_jobs.errors import ConfigError
+from spark_jobs.contract import BackfillResult, BackfillSpec
 from spark_jobs.snapshot import run_snapshot
-from spark_jobs.timetravel import parse_date
 
 
-def run_backfill(spark, spec: dict[str, Any]) -> dict[str, Any]:
-    dates = list(spec.get("logical_dates") or [])
-    if not dates:
-        raise ConfigError("A backfill needs 'logical_dates'")
-    runs = []
-    for date in sorted(dates, key=parse_date):
-        runs.append(run_snapshot(spark, {**spec, "logical_date": date, "run_id": f"{spec.get('run_id')}#{date}"}))
-    return {
-        "table": runs[-1]["table"], "uri": runs[-1]["uri"], "version": runs[-1]["version"],
-        "versions": {r["logical_date"]: r["version"] for r in runs},
-        "reused": [r["logical_date"] for r in runs if r["reused"]],
-        "inputs": [ref for r in runs for ref in r["inputs"]],
-        "outputs": [ref for r in runs for ref in r["outputs"]],
-    }
+def run_backfill(spark, spec: BackfillSpec) -> BackfillResult:
+    runs = [run_snapshot(spark, snapshot) for snapshot in spec.snapshots()]
+    return BackfillResult(
+        table=runs[-1].table, uri=runs[-1].uri, version=runs[-1].version,
+        versions={r.logical_date: r.version for r in runs},
+        reused=[r.logical_date for r in runs if r.reused],
+        inputs=[ref for r in runs for ref in r.inputs],
+        outputs=[ref for r in runs for ref in r.outputs],
+    )

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from spark_jobs.lake import Warehouse, ensure_system_table, retry_on_conflict
+from spark_jobs.contract import Warehouse
+from spark_jobs.lake import ensure_system_table, retry_on_conflict
 
 TABLE = "consumers"
 DDL = "table STRING, consumer STRING, committed_version BIGINT, committed_at TIMESTAMP, run_id STRING"

@@ -11,12 +11,11 @@ update_postimage, delete), ``_commit_version`` and ``_commit_timestamp`` of the 
 
 from __future__ import annotations
 
-from typing import Any
-
 from spark_jobs import consumers
+from spark_jobs.contract import DiffResult, DiffSpec, table_ref
 from spark_jobs.errors import ConfigError
 from spark_jobs.keys import require_columns
-from spark_jobs.lake import Warehouse, commit_info, is_delta_table, latest_version, table_ref
+from spark_jobs.lake import commit_info, is_delta_table, latest_version
 
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 BEFORE_TYPES = ("update_preimage", "delete")  # a change whose row existed before the change
@@ -94,31 +93,26 @@ def as_inserts(df, version: int, timestamp):
     )
 
 
-def run_diff(spark, spec: dict[str, Any]) -> dict[str, Any]:
-    from pyspark.sql import functions as F
-
-    wh = Warehouse(spec["warehouse"])
-    table_rel = spec["table"]
-    consumer = spec.get("consumer")
-    if not consumer:
-        raise ConfigError("A diff needs a consumer name: the committed version is tracked per consumer")
+def run_diff(spark, spec: DiffSpec) -> DiffResult:
+    wh = spec.lake
+    table_rel = spec.table
+    consumer = spec.consumer
     uri = wh.uri(table_rel)
     if not is_delta_table(spark, uri):
         raise ConfigError(f"Table {table_rel} does not exist at {uri}; run its snapshot first")
-    to_version = spec.get("to_version")
-    to_version = latest_version(spark, uri) if to_version is None else int(to_version)
+    to_version = latest_version(spark, uri) if spec.to_version is None else spec.to_version
     target = commit_info(spark, uri, to_version)
-    key = list(spec.get("primary_key") or target["metadata"].get("primary_key") or [])
+    key = list(spec.primary_key or target["metadata"].get("primary_key") or [])
     if not key:
         raise ConfigError(f"Table {table_rel} records no primary key; pass primary_key to the diff")
 
     snapshot = spark.read.format("delta").option("versionAsOf", to_version).load(uri)
     all_columns = [c for c in snapshot.columns if c not in key]
     require_columns(snapshot.columns, key, f"Diff of {table_rel}: primary key column(s)")
-    columns = list(spec.get("columns") or all_columns)
+    columns = list(spec.columns or all_columns)
     require_columns(all_columns, columns, f"Diff of {table_rel}: column(s)")
 
-    full_resync = bool(spec.get("full_resync"))
+    full_resync = spec.full_resync
     committed = consumers.committed_version(spark, wh, table_rel, consumer)
     if committed is not None and committed > to_version:
         raise ConfigError(
@@ -142,21 +136,21 @@ def run_diff(spark, spec: dict[str, Any]) -> dict[str, Any]:
     counts = {row["_change_type"]: row["count"] for row in
               spark.read.format("delta").load(out_uri).groupBy("_change_type").count().collect()}
     out_rel = out_uri[len(wh.root) + 1:]
-    return {
-        "table": table_rel,
-        "consumer": consumer,
-        "primary_key": key,
-        "columns": columns,
-        "from_version": from_version,
-        "to_version": to_version,
-        "full_resync": full_resync,
-        "changes": out_rel,
-        "changes_uri": out_uri,
-        "counts": {
+    return DiffResult(
+        table=table_rel,
+        consumer=consumer,
+        primary_key=key,
+        columns=columns,
+        from_version=from_version,
+        to_version=to_version,
+        full_resync=full_resync,
+        changes=out_rel,
+        changes_uri=out_uri,
+        counts={
             "insert": counts.get("insert", 0),
             "update": counts.get("update_postimage", 0),
             "delete": counts.get("delete", 0),
         },
-        "inputs": [table_ref(wh, table_rel, to_version)],
-        "outputs": [table_ref(wh, out_rel, latest_version(spark, out_uri))],
-    }
+        inputs=[table_ref(wh, table_rel, to_version)],
+        outputs=[table_ref(wh, out_rel, latest_version(spark, out_uri))],
+    )

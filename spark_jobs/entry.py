@@ -1,6 +1,7 @@
 """The spark-submit application: ``entry.py --spec URI --result URI``.
 
-Reads the job spec (JSON), runs the job it names, writes the job result (JSON) next to it. A job that
+Reads the job spec (JSON), parses it into the job's typed spec (:mod:`spark_jobs.contract`), runs the
+job it names and writes the job result (JSON) next to it. A job that
 fails writes a result too, with ``status: failed`` and the error, so the Airflow task can show the
 real cause instead of a JVM stack trace; the process then exits non-zero.
 """
@@ -18,10 +19,10 @@ import traceback
 JOBS = {
     "snapshot": "spark_jobs.snapshot:run_snapshot",
     "diff": "spark_jobs.diff:run_diff",
-    "sync": "spark_jobs.sync:run_sync",
+    "sink": "spark_jobs.sinks.job:run_sink",
     "restore": "spark_jobs.restore:run_restore",
     "savepoint": "spark_jobs.savepoints:run_savepoint",
-    "scd2": "spark_jobs.scd2:run_scd2",
+    "history": "spark_jobs.history:run_history",
     "maintenance": "spark_jobs.maintenance:run_maintenance",
     "backfill": "spark_jobs.backfill:run_backfill",
     "widen": "spark_jobs.widen.job:run_widen",
@@ -29,21 +30,20 @@ JOBS = {
 
 
 def load_job(name: str):
-    from spark_jobs.errors import ConfigError
-
-    if name not in JOBS:
-        raise ConfigError(f"Unknown job {name!r}; jobs: {sorted(JOBS)}")
+    """The function running job ``name`` (one per spec in :data:`spark_jobs.contract.SPECS`)."""
     module, _, func = JOBS[name].partition(":")
     return getattr(importlib.import_module(module), func)
 
 
-def run(spark, spec: dict) -> dict:
-    """Run one job in an existing session; the result always has a ``status``."""
+def run(spark, spec_json: dict) -> dict:
+    """Parse the spec and run its job in an existing session; the result always has a ``status``."""
+    from spark_jobs.contract import parse_spec
     from spark_jobs.errors import JobError
 
     started = time.monotonic()
     try:
-        result = load_job(spec.get("job", ""))(spark, spec)
+        spec = parse_spec(spec_json)
+        result = load_job(spec.job)(spark, spec).to_dict()
         from spark_jobs.lineage import record_run
 
         record_run(spark, spec, result, time.monotonic() - started)  # after success only: a failed job leaves no lineage row
@@ -53,7 +53,7 @@ def run(spark, spec: dict) -> dict:
     except Exception as exc:  # infrastructure or bug: keep the traceback for the task log
         result = {"status": "failed", "error": {"type": type(exc).__name__, "message": str(exc),
                                                 "traceback": traceback.format_exc(limit=20)}}
-    result["job"] = spec.get("job")
+    result["job"] = spec_json.get("job")
     result["duration_s"] = round(time.monotonic() - started, 3)
     return result
 
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     result["spark"] = {"master": context.master, "application_id": context.applicationId,
                        "deploy_mode": context.getConf().get("spark.submit.deployMode", "client")}
     write_text(spark, args.result, json.dumps(result, default=str, indent=2))
-    print(f"airflow-reverse-etl: job {spec.get('job')} {result['status']} in {result['duration_s']}s")
+    print(f"airflow-reverse-etl: job {result['job']} {result['status']} in {result['duration_s']}s")
     spark.stop()
     return 0 if result["status"] == "success" else 2
 

@@ -14,36 +14,52 @@ def require_columns(columns: list[str], wanted: list[str], what: str) -> None:
         raise ConfigError(f"{what} {missing} not found; the columns are {columns}")
 
 
-def check_primary_key(df, key: list[str], where: str) -> int:
-    """Fail on null or duplicate keys in ``df``; return its row count.
+def any_null(key: list[str]):
+    """Spark column: some part of the key is null."""
+    from pyspark.sql import functions as F
 
-    One aggregation (rows per key, then totals over the keys) returning one row: never the data
-    itself, and one pass over it. Examples of the faulty keys are only looked up on failure.
+    condition = F.lit(False)
+    for col in key:
+        condition = condition | F.col(col).isNull()
+    return condition
+
+
+def check_key_counts(per_key, key: list[str], where: str, *, what: str = "row(s)", null_examples=None,
+                     **totals):
+    """Fail if ``per_key`` (one row per key value with ``count``, its rows once written) holds a null
+    or duplicate key; return the totals row, with the extra aggregates ``totals`` asked for.
+
+    One aggregation returning one row: never the data itself. Examples are only looked up on
+    failure (``null_examples()`` gives the rows with a null key, when the caller can show them).
     """
+    from pyspark.sql import functions as F
+
+    null = any_null(key)
+    row = per_key.agg(*[agg.alias(name) for name, agg in totals.items()],
+                      F.sum(F.when(null & (F.col("count") > 0), F.col("count"))).alias("null_keys"),
+                      F.sum(F.when(~null & (F.col("count") > 1), 1)).alias("dupes")).first()
+    if row["null_keys"]:
+        sample = f"; examples: {null_examples()}" if null_examples else ""
+        raise DataQualityError(f"{where}: {row['null_keys']} {what} have a null primary key {key}{sample}. "
+                               "Nothing was written.")
+    if row["dupes"]:
+        examples = per_key.where(~null & (F.col("count") > 1)).orderBy(F.desc("count")).limit(EXAMPLES).collect()
+        described = ", ".join(f"{ {c: r[c] for c in key} } x{r['count']}" for r in examples)
+        raise DataQualityError(f"{where}: duplicate primary key {key}: {described}. Nothing was written.")
+    return row
+
+
+def check_primary_key(df, key: list[str], where: str) -> int:
+    """Fail on null or duplicate keys in ``df``; return its row count (one pass over the data)."""
     from pyspark.sql import functions as F
 
     if not key:
         raise ConfigError(f"{where}: a primary_key is required")
     require_columns(df.columns, key, f"{where}: primary key column(s)")
-    any_null = F.lit(False)
-    for col in key:
-        any_null = any_null | F.col(col).isNull()
     per_key = df.groupBy(*key).agg(F.count(F.lit(1)).alias("count"))
-    totals = per_key.agg(F.sum("count").alias("rows"),
-                         F.sum(F.when(any_null, F.col("count"))).alias("null_keys"),
-                         F.sum(F.when(~any_null & (F.col("count") > 1), 1)).alias("dupes")).first()
-    if totals["null_keys"]:
-        sample = [r.asDict() for r in df.where(any_null).select(*df.columns).limit(EXAMPLES).collect()]
-        raise DataQualityError(
-            f"{where}: {totals['null_keys']} row(s) have a null primary key {key}; examples: {sample}. "
-            "Nothing was written."
-        )
-    if totals["dupes"]:
-        examples = per_key.where(~any_null & (F.col("count") > 1)).orderBy(F.desc("count")).limit(EXAMPLES).collect()
-        described = ", ".join(
-            f"{ {c: r[c] for c in key} } x{r['count']}" for r in examples
-        )
-        raise DataQualityError(
-            f"{where}: duplicate primary key {key}: {described}. Nothing was written."
-        )
+
+    def null_examples():
+        return [r.asDict() for r in df.where(any_null(key)).select(*df.columns).limit(EXAMPLES).collect()]
+
+    totals = check_key_counts(per_key, key, where, null_examples=null_examples, rows=F.sum("count"))
     return int(totals["rows"] or 0)

@@ -1,26 +1,18 @@
-"""The lake layout and the Delta primitives every job shares.
+"""The Delta primitives every job shares: commit metadata, history, system tables, write-conflict retries.
 
-Layout under one warehouse root (a local directory or any Hadoop URI such as ``s3a://bucket/wh``)::
-
-    snapshots/<name>        one Delta version per snapshot run, Change Data Feed on
-    wide/<name>             wide tables, same rules
-    changes/<consumer>/...  change sets written by diff jobs for sinks to read
-    _system/<table>         consumers, lineage, rejects, runs: small Delta tables
-    _system/jobs/<id>       the spec and result JSON of each job run
-
-Tables are named across the Airflow/Spark boundary by their path relative to the root
-(``snapshots/customers``) so state survives moving the warehouse.
+The lake layout itself (which table lives where) is part of the contract with Airflow:
+:mod:`spark_jobs.contract.layout`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
+from spark_jobs.contract import parse_commit_metadata
 from spark_jobs.errors import ConfigError
 
 METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
@@ -31,34 +23,6 @@ TABLE_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableDeletionVectors": "true",
 }
-
-
-@dataclass(frozen=True)
-class Warehouse:
-    root: str
-
-    def __post_init__(self):
-        if not self.root:
-            raise ConfigError("The spec names no warehouse root")
-        object.__setattr__(self, "root", self.root.rstrip("/"))
-
-    def uri(self, rel: str) -> str:
-        return f"{self.root}/{rel.strip('/')}"
-
-    def snapshot(self, name: str) -> str:
-        return self.uri(f"snapshots/{name}")
-
-    def system(self, name: str) -> str:
-        return self.uri(f"_system/{name}")
-
-    def changes(self, consumer: str, table_rel: str, from_version: int | None, to_version: int) -> str:
-        start = "full" if from_version is None else f"v{from_version}"
-        return self.uri(f"changes/{consumer}/{table_rel}/{start}-v{to_version}")
-
-
-def table_ref(wh: Warehouse, rel: str, version: int | None) -> dict[str, Any]:
-    """How a job result names a table version: relative name, full URI and Delta version."""
-    return {"name": rel, "uri": wh.uri(rel), "version": version}
 
 
 @contextlib.contextmanager
@@ -94,7 +58,7 @@ def history(spark, uri: str, limit: int | None = None) -> list[dict[str, Any]]:
     out = []
     for row in rows:
         entry = row.asDict()
-        entry["metadata"] = _parse_metadata(entry.pop("userMetadata"))
+        entry["metadata"] = parse_commit_metadata(entry.pop("userMetadata"))
         entry["operationMetrics"] = dict(entry["operationMetrics"] or {})
         out.append(entry)
     return out
@@ -105,20 +69,12 @@ def latest_version(spark, uri: str) -> int:
 
 
 def commit_info(spark, uri: str, version: int) -> dict[str, Any]:
-    for entry in history(spark, uri):
+    """The history entry of ``version``; a version that does not exist is a :class:`ConfigError`."""
+    entries = history(spark, uri)
+    for entry in entries:
         if entry["version"] == version:
             return entry
-    raise ConfigError(f"Delta table {uri} has no version {version}")
-
-
-def _parse_metadata(raw: str | None) -> dict[str, Any]:
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {"text": raw}
-    return value if isinstance(value, dict) else {"text": raw}
+    raise ConfigError(f"Delta table {uri} has no version {version} (latest is {entries[0]['version']})")
 
 
 def _is_write_conflict(exc: BaseException) -> bool:

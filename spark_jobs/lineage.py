@@ -11,7 +11,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from spark_jobs.lake import Warehouse, ensure_system_table, retry_on_conflict
+from spark_jobs.contract import JobSpec, Warehouse
+from spark_jobs.lake import ensure_system_table, retry_on_conflict
 
 TABLE = "lineage"
 REF = "STRUCT<name: STRING, uri: STRING, version: BIGINT>"
@@ -29,13 +30,12 @@ def _refs(refs: list[dict[str, Any]] | None) -> list[tuple]:
     return out
 
 
-def record_run(spark, spec: dict[str, Any], result: dict[str, Any], duration_s: float) -> None:
+def record_run(spark, spec: JobSpec, result: dict[str, Any], duration_s: float) -> None:
     """Append the lineage row of a successful run (retrying when another task appends at once)."""
-    wh = Warehouse(spec["warehouse"])
-    uri = wh.system(TABLE)
+    uri = spec.lake.system(TABLE)
     ensure_system_table(spark, uri, DDL)
     row = (
-        spec.get("job"), spec.get("run_id"), spec.get("logical_date"), spec.get("dag_id"), spec.get("task_id"),
+        spec.job, spec.run_id, spec.logical_date, spec.dag_id, spec.task_id,
         _refs(result.get("inputs")), _refs(result.get("outputs")), datetime.now(timezone.utc),
         round(float(duration_s), 3),
     )

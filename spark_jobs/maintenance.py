@@ -16,14 +16,12 @@ from datetime import datetime, timezone
 from typing import Any, Iterator
 
 from spark_jobs.consumers import TABLE as CONSUMERS, DDL as CONSUMERS_DDL
+from spark_jobs.contract import MaintenanceResult, MaintenanceSpec, Warehouse, table_ref
 from spark_jobs.errors import ConfigError
 from spark_jobs.keys import require_columns
-from spark_jobs.lake import Warehouse, commit_metadata, ensure_system_table, history, is_delta_table, table_ref
+from spark_jobs.lake import commit_metadata, ensure_system_table, history, is_delta_table, latest_version
 from spark_jobs.savepoints import savepointed_versions
-from spark_jobs.timetravel import table_rel
 
-DEFAULT_RETAIN_HOURS = 168.0  # Delta's own default (delta.deletedFileRetentionDuration = 7 days)
-DEFAULT_MARGIN_S = 300.0
 CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"  # VACUUM END commit carries the metrics
 
@@ -62,46 +60,43 @@ def effective_retention_hours(spark, uri: str, floor: int | None, retain_hours: 
     return math.ceil(max(retain_hours, needed))
 
 
-def run_maintenance(spark, spec: dict[str, Any]) -> dict[str, Any]:
-    """Spec: ``table``; ``zorder_by`` (columns; implies OPTIMIZE); ``optimize`` (bool);
-    ``vacuum`` (bool); ``retain_hours`` (default 168); ``margin_s`` (default 300)."""
+def run_maintenance(spark, spec: MaintenanceSpec) -> MaintenanceResult:
+    """OPTIMIZE (Z-ordered by ``zorder_by``) when asked, then VACUUM when asked."""
     from delta.tables import DeltaTable
 
-    wh = Warehouse(spec["warehouse"])
-    rel = table_rel(spec.get("table"))
+    wh = spec.lake
+    rel = spec.table
     uri = wh.uri(rel)
     if not is_delta_table(spark, uri):
         raise ConfigError(f"Maintenance: {rel} is not a Delta table under {wh.root}")
-    zorder = list(spec.get("zorder_by") or [])
-    retain = float(spec.get("retain_hours", DEFAULT_RETAIN_HOURS))
-    if retain < 0:
-        raise ConfigError(f"Maintenance: retain_hours must be >= 0, got {retain}")
+    zorder = spec.zorder_by
+    retain = spec.retain_hours
     table = DeltaTable.forPath(spark, uri)
-    before = history(spark, uri, 1)[0]["version"]
-    result: dict[str, Any] = {"table": rel, "uri": uri, "optimized": None, "vacuumed": None}
+    before = latest_version(spark, uri)
+    optimized: dict[str, Any] | None = None
+    vacuumed: dict[str, Any] | None = None
 
-    if zorder or spec.get("optimize"):
+    if zorder or spec.optimize:
         require_columns(table.toDF().columns, zorder, f"Maintenance of {rel}: zorder_by column(s)")
-        with commit_metadata(spark, {"job": "maintenance", "run_id": spec.get("run_id")}):
+        with commit_metadata(spark, {"job": spec.job, "run_id": spec.run_id}):
             builder = table.optimize()
             metrics = (builder.executeZOrderBy(*zorder) if zorder else builder.executeCompaction()).first()
         m = metrics["metrics"]
-        result["optimized"] = {"zorder_by": zorder, "files_added": int(m["numFilesAdded"]),
+        optimized = {"zorder_by": zorder, "files_added": int(m["numFilesAdded"]),
                                "files_removed": int(m["numFilesRemoved"])}
 
-    if spec.get("vacuum"):
+    if spec.vacuum:
         protected = protected_versions(spark, wh, rel)
-        hours = effective_retention_hours(spark, uri, protected["floor"], retain,
-                                          float(spec.get("margin_s", DEFAULT_MARGIN_S)))
+        hours = effective_retention_hours(spark, uri, protected["floor"], retain, spec.margin_s)
         # Delta refuses a retention under its default unless told; the floor above is what keeps
         # protected versions, so a shorter retention asked for explicitly is allowed.
         with _session_conf(spark, {CHECK_CONF: "false", LOGGING_CONF: "true"}):
             deleted = _vacuum(spark, uri, hours)
-        result["vacuumed"] = {"retain_hours": hours, "asked_hours": retain, "files_deleted": deleted, **protected}
+        vacuumed = {"retain_hours": hours, "asked_hours": retain, "files_deleted": deleted, **protected}
 
-    after = history(spark, uri, 1)[0]["version"]
-    result.update(version=after, inputs=[table_ref(wh, rel, before)], outputs=[table_ref(wh, rel, after)])
-    return result
+    after = latest_version(spark, uri)
+    return MaintenanceResult(table=rel, uri=uri, optimized=optimized, vacuumed=vacuumed, version=after,
+                             inputs=[table_ref(wh, rel, before)], outputs=[table_ref(wh, rel, after)])
 
 
 @contextlib.contextmanager

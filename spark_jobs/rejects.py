@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from spark_jobs.lake import Warehouse, ensure_system_table, is_delta_table, retry_on_conflict
+from spark_jobs.contract import Warehouse
+from spark_jobs.lake import ensure_system_table, is_delta_table, retry_on_conflict
 
 TABLE = "rejects"
 DDL = ("table STRING, consumer STRING, sink STRING, key STRING, op STRING, change STRING, error STRING, "

@@ -8,31 +8,30 @@ the version restored from and the version the restore wrote.
 
 from __future__ import annotations
 
-from typing import Any
+from spark_jobs.contract import RestoreResult, RestoreSpec, table_ref
+from spark_jobs.lake import commit_metadata, history, latest_version
+from spark_jobs.timetravel import target_version
 
-from spark_jobs.lake import Warehouse, commit_metadata, history, table_ref
-from spark_jobs.timetravel import table_rel, target_version
 
-
-def run_restore(spark, spec: dict[str, Any]) -> dict[str, Any]:
-    wh = Warehouse(spec["warehouse"])
-    rel = table_rel(spec.get("table"))
+def run_restore(spark, spec: RestoreSpec) -> RestoreResult:
+    wh = spec.lake
+    rel = spec.table
     uri = wh.uri(rel)
-    target = target_version(spark, uri, spec)
-    date = target["metadata"].get("logical_date") or spec.get("target_logical_date")
-    metadata = {"job": "restore", "logical_date": date, "run_id": spec.get("run_id"),
+    target = target_version(spark, uri, spec.version, spec.target_logical_date)
+    date = target["metadata"].get("logical_date") or spec.target_logical_date
+    metadata = {"job": spec.job, "logical_date": date, "run_id": spec.run_id,
                 "restored_version": target["version"]}
     latest = history(spark, uri, 1)[0]["metadata"]
-    if latest.get("job") == "restore" and (latest.get("logical_date"), latest.get("run_id")) == (date, spec.get("run_id")):
+    if latest.get("job") == spec.job and (latest.get("logical_date"), latest.get("run_id")) == (date, spec.run_id):
         # This run already restored (a task retry): the date now maps to that restore commit.
         written, reused = target["version"], True
         metadata["restored_version"] = latest.get("restored_version")
     else:
         with commit_metadata(spark, metadata):
             spark.sql(f"RESTORE TABLE delta.`{uri}` TO VERSION AS OF {int(target['version'])}")
-        written, reused = history(spark, uri, 1)[0]["version"], False
-    return {
-        "table": rel, "uri": uri, "version": written, "restored_version": metadata["restored_version"],
-        "logical_date": date, "reused": reused,
-        "inputs": [table_ref(wh, rel, metadata["restored_version"])], "outputs": [table_ref(wh, rel, written)],
-    }
+        written, reused = latest_version(spark, uri), False
+    return RestoreResult(
+        table=rel, uri=uri, version=written, restored_version=metadata["restored_version"],
+        logical_date=date, reused=reused,
+        inputs=[table_ref(wh, rel, metadata["restored_version"])], outputs=[table_ref(wh, rel, written)],
+    )

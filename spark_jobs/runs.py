@@ -7,13 +7,14 @@ including for runs that failed (``status = 'failed'`` with the error) and dry ru
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from typing import Any
 
-from spark_jobs.lake import Warehouse, retry_on_conflict
+from spark_jobs.contract import SinkSpec, Warehouse
+from spark_jobs.lake import retry_on_conflict
 
 TABLE = "runs"
-OPERATIONS = ("upsert", "insert", "update", "delete")
 DDL = (
     "run_id STRING, dag_id STRING, task_id STRING, logical_date STRING, table STRING, consumer STRING, "
     "sink STRING, destination STRING, mode STRING, dry_run BOOLEAN, status STRING, error STRING, "
@@ -22,9 +23,10 @@ DDL = (
     "planned_delete BIGINT, resent BIGINT, sent BIGINT, inserted BIGINT, updated BIGINT, deleted BIGINT, "
     "rejected BIGINT, retried BIGINT, outcomes MAP<STRING, BIGINT>"
 )
+PLANNED = re.findall(r"planned_(\w+)", DDL)  # the destination operations counted before delivery
 
 
-def record(spark, wh: Warehouse, spec: dict[str, Any], *, sink: str, destination: str, status: str,
+def record(spark, wh: Warehouse, spec: SinkSpec, *, sink: str, destination: str, status: str,
            started_at: datetime, planned: dict[str, int] | None = None, stats: dict[str, Any] | None = None,
            resent: int = 0, committed: bool = False, error: str | None = None) -> dict[str, Any]:
     """Append the run's row and return it (the sync result carries the same figures)."""
@@ -32,14 +34,14 @@ def record(spark, wh: Warehouse, spec: dict[str, Any], *, sink: str, destination
     planned = planned or {}
     stats = stats or {}
     row = {
-        "run_id": spec.get("run_id"), "dag_id": spec.get("dag_id"), "task_id": spec.get("task_id"),
-        "logical_date": spec.get("logical_date"), "table": spec.get("table"), "consumer": spec.get("consumer"),
-        "sink": sink, "destination": destination, "mode": spec.get("mode", "upsert"),
-        "dry_run": bool(spec.get("dry_run")), "status": status, "error": error,
-        "from_version": spec.get("from_version"), "to_version": spec.get("to_version"),
+        "run_id": spec.run_id, "dag_id": spec.dag_id, "task_id": spec.task_id,
+        "logical_date": spec.logical_date, "table": spec.table, "consumer": spec.consumer,
+        "sink": sink, "destination": destination, "mode": spec.mode,
+        "dry_run": spec.dry_run, "status": status, "error": error,
+        "from_version": spec.from_version, "to_version": spec.to_version,
         "committed": committed, "started_at": started_at, "finished_at": finished,
         "duration_s": round((finished - started_at).total_seconds(), 3),
-        **{f"planned_{op}": int(planned.get(op, 0)) for op in OPERATIONS},
+        **{f"planned_{op}": int(planned.get(op, 0)) for op in PLANNED},
         "resent": int(resent),
         **{name: int(stats.get(name, 0)) for name in ("sent", "inserted", "updated", "deleted", "rejected", "retried")},
         "outcomes": {k: int(v) for k, v in (stats.get("outcomes") or {}).items()},

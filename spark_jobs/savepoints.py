@@ -8,10 +8,9 @@ readable by time travel however often the table is vacuumed afterwards.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
-
-from spark_jobs.lake import Warehouse, ensure_system_table, retry_on_conflict, table_ref
-from spark_jobs.timetravel import table_rel, target_version
+from spark_jobs.contract import SavepointResult, SavepointSpec, Warehouse, table_ref
+from spark_jobs.lake import ensure_system_table, retry_on_conflict
+from spark_jobs.timetravel import target_version
 
 TABLE = "savepoints"
 DDL = "table STRING, version BIGINT, logical_date STRING, name STRING, created_at TIMESTAMP, run_id STRING"
@@ -25,19 +24,19 @@ def savepointed_versions(spark, wh: Warehouse, rel: str) -> list[int]:
     return sorted(int(r["version"]) for r in rows)
 
 
-def run_savepoint(spark, spec: dict[str, Any]) -> dict[str, Any]:
+def run_savepoint(spark, spec: SavepointSpec) -> SavepointResult:
     """Savepoint ``version`` or the version of ``target_logical_date`` of ``table`` (idempotent)."""
     from delta.tables import DeltaTable
 
-    wh = Warehouse(spec["warehouse"])
-    rel = table_rel(spec.get("table"))
-    entry = target_version(spark, wh.uri(rel), spec)
+    wh = spec.lake
+    rel = spec.table
+    entry = target_version(spark, wh.uri(rel), spec.version, spec.target_logical_date)
     date = entry["metadata"].get("logical_date")
-    name = spec.get("savepoint_name") or f"v{entry['version']}"
+    name = spec.savepoint_name or f"v{entry['version']}"
     uri = wh.system(TABLE)
     ensure_system_table(spark, uri, DDL)
     row = spark.createDataFrame(
-        [(rel, int(entry["version"]), date, name, datetime.now(timezone.utc), spec.get("run_id"))], DDL)
+        [(rel, int(entry["version"]), date, name, datetime.now(timezone.utc), spec.run_id)], DDL)
 
     @retry_on_conflict
     def _upsert():
@@ -46,5 +45,5 @@ def run_savepoint(spark, spec: dict[str, Any]) -> dict[str, Any]:
          .whenMatchedUpdate(set={"name": "s.name"}).whenNotMatchedInsertAll().execute())
 
     _upsert()
-    return {"table": rel, "version": entry["version"], "logical_date": date, "savepoint": name,
-            "inputs": [table_ref(wh, rel, entry["version"])], "outputs": []}
+    return SavepointResult(table=rel, version=entry["version"], logical_date=date, savepoint=name,
+                           inputs=[table_ref(wh, rel, entry["version"])], outputs=[])

@@ -3,7 +3,7 @@
 Under spark-submit the master, jars and confs come from the command line (the Airflow hook sets them);
 this module only makes sure the Delta extension and catalog are on, which every job needs. Tests and
 benchmarks build an in-process session through :func:`build_session` with the jars fetched by
-``scripts/fetch_jars.sh``.
+``scripts/fetch_jars.sh``. Importing this module does not import pyspark.
 """
 
 from __future__ import annotations
@@ -11,18 +11,13 @@ from __future__ import annotations
 import glob
 import os
 
-DELTA_CONF = {
-    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-}
-
-# The Maven coordinate matching delta-spark 4.4.0 on Spark 4.2; used with spark.jars.packages when no
-# local jar directory is configured (clusters that resolve packages themselves).
-DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+from spark_jobs.contract import DELTA_CONF
 
 
 def local_jars(jars_dir: str | None) -> list[str]:
-    """The jar files in ``jars_dir`` (as fetched by scripts/fetch_jars.sh), sorted for stable argv."""
+    """The jar files in ``jars_dir`` (as fetched by scripts/fetch_jars.sh), sorted for stable argv.
+
+    Import-safe (no pyspark): the Airflow hook lists the same jars for spark-submit's ``--jars``."""
     if not jars_dir:
         return []
     jars = sorted(glob.glob(os.path.join(jars_dir, "*.jar")))

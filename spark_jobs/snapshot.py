@@ -26,50 +26,45 @@ snapshot, a changed schema, no CDF over the range) the run reads the full extrac
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
 from typing import Any
 
+from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
 from spark_jobs.diff import AFTER_TYPES, CDF_COLUMNS, net_changes
-from spark_jobs.errors import ConfigError, DataQualityError, SchemaDriftError
-from spark_jobs.keys import EXAMPLES, check_primary_key
+from spark_jobs.errors import ConfigError, SchemaDriftError
+from spark_jobs.keys import check_key_counts, check_primary_key
 from spark_jobs.lake import (
     TABLE_PROPERTIES,
-    Warehouse,
     commit_metadata,
     history,
     is_delta_table,
-    latest_version,
-    table_ref,
 )
 from spark_jobs.sources import describe, read_source
-from spark_jobs.timetravel import pin_delta_source, recorded_versions
+from spark_jobs.timetravel import pin_delta_source, recorded_for, recorded_versions
 
 
 log = logging.getLogger(__name__)
 
 
-def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
-    wh = Warehouse(spec["warehouse"])
-    name = spec.get("name") or ""
-    if not name or "/" in name:
-        raise ConfigError(f"Snapshot name {name!r} must be a non-empty name without '/'")
-    rel = f"snapshots/{name}"
+def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
+    wh = spec.lake
+    name, rel = spec.name, spec.rel
     uri = wh.uri(rel)
-    key = list(spec.get("primary_key") or [])
-    logical_date = spec.get("logical_date")
-    source = spec.get("source") or {}
+    key = spec.primary_key
+    logical_date = spec.logical_date
+    source = spec.source
     exists = is_delta_table(spark, uri)
     # Recorded dates first: a re-run reads nothing, and a past date is refused before the source
-    # is even looked at (its own history may not reach back that far).
+    # is even looked at (its own history may not reach back that far). Dates are compared as
+    # instants: the same instant spelt another way is a re-run, not a new date.
     if exists and logical_date:
-        recorded = _recorded_dates(spark, uri)
-        if logical_date in recorded:
-            entry = recorded[logical_date]
+        recorded = recorded_versions(spark, uri)
+        entry = recorded_for(recorded, logical_date)
+        if entry is not None:
             if entry["metadata"].get("source_version") is not None:
                 source = {**source, "version": entry["metadata"]["source_version"]}
             return _result(wh, rel, entry, source, reused=True, read=None)
-        newest = max(recorded, key=_parse_date, default=None)
-        if newest and _parse_date(logical_date) < _parse_date(newest):
+        newest = max(recorded, key=parse_logical_date, default=None)
+        if newest and parse_logical_date(logical_date) < parse_logical_date(newest):
             raise ConfigError(
                 f"Snapshot {name}: logical date {logical_date} is older than the newest recorded one "
                 f"({newest}, version {recorded[newest]['version']}). Versions follow logical dates, so a past "
@@ -82,7 +77,7 @@ def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
     metadata = {
         "job": "snapshot",
         "logical_date": logical_date,
-        "run_id": spec.get("run_id"),
+        "run_id": spec.run_id,
         "primary_key": key,
         "source": describe(source),
     }
@@ -101,7 +96,7 @@ def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
         metadata["rows"] = check_primary_key(df, key, f"Snapshot {name}")
         with commit_metadata(spark, metadata):
             if exists:
-                df, added = _align_schema(spark, uri, df, name, bool(spec.get("allow_schema_evolution")))
+                df, added = _align_schema(spark, uri, df, name, spec.allow_schema_evolution)
                 _merge(spark, uri, df, key, added, metadata)
             else:
                 writer = df.write.format("delta").mode("errorifexists")
@@ -281,19 +276,7 @@ def _check_changed_keys(spark, uri: str, cdf, key: list[str], where: str) -> int
     table_keys = spark.read.format("delta").load(uri).select(*key).withColumn("_in_table", F.lit(1))
     per_key = (table_keys.join(F.broadcast(per_key), key, "right")
                .withColumn("count", F.coalesce("_in_table", F.lit(0)) + F.col("delta")))
-    any_null = F.lit(False)
-    for col in key:
-        any_null = any_null | F.col(col).isNull()
-    totals = per_key.agg(F.sum("delta").alias("delta"),
-                         F.sum(F.when(any_null & (F.col("count") > 0), F.col("count"))).alias("null_keys"),
-                         F.sum(F.when(~any_null & (F.col("count") > 1), 1)).alias("dupes")).first()
-    if totals["null_keys"]:
-        raise DataQualityError(f"{where}: {totals['null_keys']} changed row(s) have a null primary key {key}. "
-                               "Nothing was written.")
-    if totals["dupes"]:
-        examples = per_key.where(~any_null & (F.col("count") > 1)).limit(EXAMPLES).collect()
-        described = ", ".join(f"{ {c: r[c] for c in key} } x{r['count']}" for r in examples)
-        raise DataQualityError(f"{where}: duplicate primary key {key}: {described}. Nothing was written.")
+    totals = check_key_counts(per_key, key, where, what="changed row(s)", delta=F.sum("delta"))
     return int(totals["delta"] or 0)
 
 
@@ -325,11 +308,6 @@ def _align_schema(spark, uri: str, df, name: str, allow_evolution: bool):
     return df, added
 
 
-def _recorded_dates(spark, uri: str) -> dict[str, dict[str, Any]]:
-    """logical date -> the history entry of the snapshot commit that recorded it (restores honoured)."""
-    return recorded_versions(spark, uri)
-
-
 def _own_commit(spark, uri: str, metadata: dict[str, Any]) -> dict[str, Any]:
     """The commit this run just made, found by its run id (another writer may have committed since)."""
     for entry in history(spark, uri, 20):
@@ -339,13 +317,8 @@ def _own_commit(spark, uri: str, metadata: dict[str, Any]) -> dict[str, Any]:
     raise RuntimeError(f"The commit of run {metadata['run_id']} is not in the last 20 versions of {uri}")
 
 
-def _parse_date(value: str) -> datetime:
-    """Logical dates are ISO timestamps; a date without a zone is taken as UTC."""
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-
-
-def _result(wh, rel, entry, source, reused, read: str | None = "full_extract") -> dict[str, Any]:
+def _result(wh: Warehouse, rel: str, entry: dict[str, Any], source: dict[str, Any], reused: bool,
+            read: str | None = "full_extract") -> SnapshotResult:
     """The job result for the snapshot commit ``entry``; a first write's metrics only know output rows.
     ``read`` says how the source was read: ``full_extract``, ``change_data_feed`` (the fast path) or
     None (a re-run that read nothing)."""
@@ -356,19 +329,19 @@ def _result(wh, rel, entry, source, reused, read: str | None = "full_extract") -
     source_ref = {"name": describe(source), "uri": source.get("path") or source.get("url"),
                   "version": source.get("version")}
     out = table_ref(wh, rel, version)
-    return {
-        "table": rel,
-        "uri": out["uri"],
-        "version": version,
-        "logical_date": metadata["logical_date"],
-        "run_id": metadata["run_id"],
-        "primary_key": metadata["primary_key"],
-        "rows": metadata.get("rows"),
-        "inserted": inserted,
-        "updated": updated,
-        "deleted": deleted,
-        "reused": reused,
-        "read": read,
-        "inputs": [source_ref],
-        "outputs": [out],
-    }
+    return SnapshotResult(
+        table=rel,
+        uri=out["uri"],
+        version=version,
+        logical_date=metadata["logical_date"],
+        run_id=metadata["run_id"],
+        primary_key=metadata["primary_key"],
+        rows=metadata.get("rows"),
+        inserted=inserted,
+        updated=updated,
+        deleted=deleted,
+        reused=reused,
+        read=read,
+        inputs=[source_ref],
+        outputs=[out],
+    )

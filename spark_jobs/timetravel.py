@@ -12,14 +12,9 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator
 
+from spark_jobs.contract import parse_logical_date
 from spark_jobs.errors import ConfigError
-from spark_jobs.lake import history, is_delta_table
-
-
-def parse_date(value: str | datetime) -> datetime:
-    """Logical dates are ISO timestamps; a date without a zone is taken as UTC."""
-    parsed = value if isinstance(value, datetime) else datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+from spark_jobs.lake import commit_info, history, is_delta_table, latest_version
 
 
 def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, datetime, dict[str, Any]]]:
@@ -35,7 +30,7 @@ def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, date
         date = entry["metadata"].get("logical_date")
         if not date:
             continue
-        when = parse_date(date)
+        when = parse_logical_date(date)
         if cutoff is not None and when > cutoff:
             continue
         yield date, when, entry
@@ -51,6 +46,12 @@ def recorded_versions(spark, uri: str) -> dict[str, dict[str, Any]]:
     return recorded
 
 
+def recorded_for(recorded: dict[str, dict[str, Any]], logical_date: str) -> dict[str, Any] | None:
+    """The entry ``recorded`` holds for the instant ``logical_date``, however either is spelt."""
+    wanted = parse_logical_date(logical_date)
+    return next((e for d, e in recorded.items() if parse_logical_date(d) == wanted), None)
+
+
 def version_for(spark, uri: str, logical_date: str, as_of: bool = False) -> dict[str, Any]:
     """The history entry recorded for ``logical_date``; with ``as_of``, the newest one at or before it.
 
@@ -60,18 +61,16 @@ def version_for(spark, uri: str, logical_date: str, as_of: bool = False) -> dict
         raise ConfigError(f"{uri} is not a Delta table")
     recorded = recorded_versions(spark, uri)
     if not as_of:
-        if logical_date in recorded:
-            return recorded[logical_date]
-        wanted = parse_date(logical_date)
-        for date, entry in recorded.items():  # same instant written differently (Z vs +00:00)
-            if parse_date(date) == wanted:
-                return entry
+        found = recorded_for(recorded, logical_date)
+        if found is not None:
+            return found
     else:
-        wanted = parse_date(logical_date)
-        earlier = [(parse_date(d), e["version"], e) for d, e in recorded.items() if parse_date(d) <= wanted]
+        wanted = parse_logical_date(logical_date)
+        earlier = [(parse_logical_date(d), e["version"], e) for d, e in recorded.items()
+                   if parse_logical_date(d) <= wanted]
         if earlier:
             return max(earlier, key=lambda item: (item[0], item[1]))[2]
-    dates = sorted(recorded, key=parse_date)
+    dates = sorted(recorded, key=parse_logical_date)
     span = f"recorded dates run from {dates[0]} to {dates[-1]}" if dates else "no commit carries a logical date"
     how = "at or before" if as_of else "for"
     raise ConfigError(f"{uri} has no version {how} logical date {logical_date}: {span}")
@@ -103,11 +102,11 @@ def pin_delta_source(spark, source: dict[str, Any], logical_date: str | None) ->
         if recorded_versions(spark, path):
             pinned["version"] = version_for(spark, path, logical_date, as_of=True)["version"]
             return pinned
-        cutoff = parse_date(logical_date)
+        cutoff = parse_logical_date(logical_date)
     elif source.get("timestamp"):
-        cutoff = parse_date(source["timestamp"])
+        cutoff = parse_logical_date(source["timestamp"])
     else:
-        pinned["version"] = history(spark, path, 1)[0]["version"]
+        pinned["version"] = latest_version(spark, path)
         return pinned
     entries = history(spark, path)
     earlier = [e for e in entries if _commit_time(e) <= cutoff]
@@ -125,23 +124,11 @@ def _commit_time(entry: dict[str, Any]) -> datetime:
     return stamp.astimezone(timezone.utc)
 
 
-def table_rel(table: str) -> str:
-    """A table named across the boundary: a bare name means ``snapshots/<name>``."""
-    if not table:
-        raise ConfigError("The spec names no 'table'")
-    return table.strip("/") if "/" in table else f"snapshots/{table}"
-
-
-def target_version(spark, uri: str, spec: dict[str, Any]) -> dict[str, Any]:
-    """The history entry a savepoint or restore spec points at: ``version`` or ``target_logical_date``."""
+def target_version(spark, uri: str, version: int | None, target_logical_date: str | None) -> dict[str, Any]:
+    """The history entry a savepoint or restore points at: ``version`` or ``target_logical_date``
+    (the spec guarantees exactly one)."""
     if not is_delta_table(spark, uri):
         raise ConfigError(f"{uri} is not a Delta table")
-    if spec.get("version") is not None:
-        version = int(spec["version"])
-        for entry in history(spark, uri):
-            if entry["version"] == version:
-                return entry
-        raise ConfigError(f"{uri} has no version {version} (latest is {history(spark, uri, 1)[0]['version']})")
-    if spec.get("target_logical_date"):
-        return version_for(spark, uri, spec["target_logical_date"])
-    raise ConfigError("Give either 'version' or 'target_logical_date'")
+    if version is not None:
+        return commit_info(spark, uri, version)
+    return version_for(spark, uri, str(target_logical_date))

@@ -41,7 +41,7 @@ def test_demo_dag_mirrors_three_days_into_the_crm(airflow_db, monkeypatch, tmp_p
         assert crm(demo) == expected(rows), day
 
     # each sync delivered its version's changes and committed it
-    jobs = sorted((tmp_path / "warehouse" / "_system" / "jobs").glob("*-sync-*/result.json"))
+    jobs = sorted((tmp_path / "warehouse" / "_system" / "jobs").glob("*-sink-*/result.json"))
     results = [json.loads(p.read_text()) for p in jobs]
     assert [r["to_version"] for r in results] == [0, 1, 2]
     assert [r["committed"] for r in results] == [True, True, True]

@@ -7,7 +7,8 @@ import pytest
 
 from spark_jobs import consumers
 from spark_jobs.errors import ConfigError
-from spark_jobs.lake import Warehouse, history
+from spark_jobs.contract import Warehouse
+from spark_jobs.lake import history
 from spark_jobs.lineage import read_lineage
 from spark_jobs.timetravel import read_as_of, recorded_versions, version_for
 from tests.support.jobs import job, job_error, rows_of, write_parquet
@@ -64,7 +65,7 @@ def test_scd2_history_over_four_versions(spark, warehouse, tmp_path):
     snap_day(spark, warehouse, src, 3, [(1, "a"), (2, "B"), (4, "d")])            # 3 deleted
     snap_day(spark, warehouse, src, 4, [(1, "A"), (2, "B"), (3, "c2"), (4, "d")])  # 1 updated, 3 back
 
-    result = job(spark, "scd2", warehouse, table="snapshots/dim", logical_date=D.format(4), run_id="h")
+    result = job(spark, "history", warehouse, table="snapshots/dim", logical_date=D.format(4), run_id="h")
     assert (result["table"], result["rows"], result["versions"]) == ("history/dim", 7, 4)
     assert [i["version"] for i in result["inputs"]] == [0, 1, 2, 3]
 
@@ -116,7 +117,8 @@ def test_optimize_zorder_compacts_without_changing_data_or_dates(spark, warehous
         spark.createDataFrame([(part * 10 + i, f"x{i}") for i in range(10)], SCHEMA) \
             .repartition(2).write.format("delta").mode("append").save(path)
     before = rows_of(spark.read.format("delta").load(path))
-    result = job(spark, "maintenance", warehouse, table="wide/events", zorder_by=["id"])
+    # vacuum defaults to on (one default for the operator and the job): this test is about OPTIMIZE
+    result = job(spark, "maintenance", warehouse, table="wide/events", zorder_by=["id"], vacuum=False)
     assert result["optimized"]["files_removed"] >= 4 and result["optimized"]["files_added"] >= 1
     assert result["outputs"][0]["version"] == result["inputs"][0]["version"] + 1
     assert history(spark, path, 1)[0]["operation"] == "OPTIMIZE"

@@ -87,7 +87,7 @@ def test_backfill_history_dag(spark, warehouse, tmp_path, airflow_db):
         ("snapshots/customers", 3, iso("2026-01-31"), "month-end")]
 
     lineage = {r["job"]: r for r in read_lineage(spark, warehouse).collect()}
-    assert sorted(lineage) == ["backfill", "savepoint", "scd2"]
+    assert sorted(lineage) == ["backfill", "history", "savepoint"]
     assert [o["version"] for o in lineage["backfill"]["outputs"]] == list(range(7))
     assert [i["version"] for i in lineage["backfill"]["inputs"]] == [0, 1, 1, 2, 2, 3, 3]
     assert lineage["backfill"]["dag_id"] == "backfill_history"

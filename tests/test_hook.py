@@ -6,6 +6,7 @@ import json
 import pytest
 
 from airflow_reverse_etl.hooks.spark_job import JobFailed, SparkJobHook, _LocalDefaultSparkSubmitHook
+from spark_jobs.contract import SnapshotSpec
 
 
 def test_without_a_connection_jobs_run_locally_and_say_so(capfd):
@@ -26,8 +27,8 @@ def test_a_failing_job_reports_its_own_error_and_keeps_secrets_out_of_argv(wareh
     hook = SparkJobHook(conn_id="no_such_spark_conn", warehouse=warehouse)
     secret = "s3cr3t-value-for-argv-test"
     with pytest.raises(JobFailed) as failure:
-        hook.run_job("snapshot", {"name": "customers", "primary_key": ["id"], "logical_date": "2026-01-01",
-                                  "run_id": "r", "source": {"format": "parquet", "path": str(tmp_path / "missing")}},
+        hook.run_job(SnapshotSpec(name="customers", primary_key=["id"], logical_date="2026-01-01",
+                                  run_id="r", source={"format": "parquet", "path": str(tmp_path / "missing")}),
                      secrets={"ARETL_SECRET_SOURCE_PASSWORD": secret})
     assert "ConfigError" in str(failure.value) and "does not exist" in str(failure.value)
     command = hook._submit_hook._build_spark_submit_command("entry.py")

@@ -51,6 +51,24 @@ def test_rerun_of_a_logical_date_is_idempotent(spark, warehouse, tmp_path):
     assert spark.read.format("delta").load(f"{warehouse}/snapshots/customers").count() == 1
 
 
+@pytest.mark.parametrize("spelling", ["2026-01-02T00:00:00Z", "2026-01-02T01:00:00+01:00", "2026-01-02T00:00:00",
+                                      "2026-01-02"])
+def test_the_same_instant_spelt_another_way_is_a_rerun(spark, warehouse, tmp_path, spelling):
+    """Logical dates are compared as instants: a re-run spelt differently records no second version,
+    and an earlier instant is refused whatever its spelling (text order would say otherwise)."""
+    src = str(tmp_path / "src")
+    write_parquet(spark, src, [(1, "a", "x")], SCHEMA)
+    snap(spark, warehouse, src, "2026-01-02T00:00:00+00:00")
+    again = snap(spark, warehouse, src, spelling)
+    assert again["reused"] and again["version"] == 0
+    assert again["logical_date"] == "2026-01-02T00:00:00+00:00"  # the date as it was recorded
+    assert len(history(spark, f"{warehouse}/snapshots/customers")) == 1
+    error = job_error(spark, "snapshot", warehouse, name="customers", primary_key=["id"],
+                      source={"format": "parquet", "path": src}, logical_date="2026-01-02T00:30:00+01:00",
+                      run_id="late")  # 23:30 UTC the day before
+    assert "older than the newest" in error["message"]
+
+
 def test_an_unchanged_source_still_records_its_date(spark, warehouse, tmp_path):
     src = str(tmp_path / "src")
     write_parquet(spark, src, [(1, "a", "x")], SCHEMA)

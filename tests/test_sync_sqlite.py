@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from spark_jobs import consumers
-from spark_jobs.lake import Warehouse
+from spark_jobs.contract import Warehouse
 from tests.support.jobs import job, job_error, write_parquet
 
 SCHEMA = "id INT, name STRING, city STRING"
@@ -39,10 +39,10 @@ def pipeline(spark, warehouse, tmp_path):
                         destination=destination, run_id="sync", **options)
 
         def sync(self, changes, **options):
-            return job(spark, "sync", warehouse, **self.sync_spec(changes, **options))
+            return job(spark, "sink", warehouse, **self.sync_spec(changes, **options))
 
         def sync_error(self, changes, **options):
-            return job_error(spark, "sync", warehouse, **self.sync_spec(changes, **options))
+            return job_error(spark, "sink", warehouse, **self.sync_spec(changes, **options))
 
         def committed(self, consumer="crm"):
             return consumers.committed_version(spark, Warehouse(warehouse), "snapshots/customers", consumer)

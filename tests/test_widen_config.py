@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from spark_jobs.contract import WidenSpec
 from spark_jobs.entry import run
 from spark_jobs.errors import ConfigError
 from spark_jobs.widen.config import parse
@@ -90,9 +91,10 @@ def test_valid_spec_parses_with_defaults():
 def test_the_job_raises_before_touching_spark():
     # No SparkSession at all: a configuration error must surface before the job needs one.
     with pytest.raises(ConfigError, match="field 'a' is in two sequence groups"):
-        run_widen(None, {"warehouse": "/nowhere", "wide": spec(sequence_groups={"g_1": ["a"], "g_2": ["a"]})})
+        run_widen(None, WidenSpec.from_dict({"warehouse": "/nowhere",
+                                             "wide": spec(sequence_groups={"g_1": ["a"], "g_2": ["a"]})}))
     result = run(None, {"job": "widen", "warehouse": "/nowhere", "wide": spec(aggregations={"a": "avg"})})
     assert result["status"] == "failed" and result["error"]["type"] == "ConfigError"
     assert "unknown aggregate 'avg'" in result["error"]["message"]
     with pytest.raises(ConfigError, match="versions given for \\['s9'\\]"):
-        run_widen(None, {"warehouse": "/nowhere", "wide": BASE, "versions": {"s9": 1}})
+        run_widen(None, WidenSpec.from_dict({"warehouse": "/nowhere", "wide": BASE, "versions": {"s9": 1}}))

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import uuid
 import zipfile
+from dataclasses import replace
 from datetime import datetime, timezone
 from functools import cache
 from typing import Any
@@ -34,7 +35,8 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_reverse_etl import config
-from spark_jobs.session import DELTA_CONF, DELTA_PACKAGE  # constants only: no pyspark import
+from spark_jobs.contract import DELTA_CONF, DELTA_PACKAGE, JobSpec
+from spark_jobs.session import local_jars  # import-safe: no pyspark
 
 
 class JobFailed(AirflowException):
@@ -133,13 +135,8 @@ class SparkJobHook(BaseHook):
         conf.setdefault("spark.databricks.delta.snapshotPartitions", "4")
         conf.setdefault("spark.ui.enabled", "false")
         conf.setdefault("spark.ui.showConsoleProgress", "false")
-        jars_dir = config.jars_dir()
-        if jars_dir:
-            from glob import glob
-
-            jars = sorted(glob(os.path.join(jars_dir, "*.jar")))
-            if not jars:
-                raise AirflowException(f"[reverse_etl] jars_dir={jars_dir!r} has no jars: run scripts/fetch_jars.sh")
+        jars = local_jars(config.jars_dir())
+        if jars:
             return ",".join(jars), conf
         conf.setdefault("spark.jars.packages", DELTA_PACKAGE)
         return None, conf
@@ -148,14 +145,17 @@ class SparkJobHook(BaseHook):
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
         return f"{self.warehouse}/_system/jobs/{stamp}-{job}-{uuid.uuid4().hex[:8]}"
 
-    def run_job(self, job: str, spec: dict[str, Any], secrets: dict[str, str] | None = None,
+    def run_job(self, spec: JobSpec, secrets: dict[str, str] | None = None,
                 name: str | None = None) -> dict[str, Any]:
-        """Submit ``job`` with ``spec``; ``secrets`` (env var -> value) reach the Spark process only
-        through its environment. Raise :class:`JobFailed` with the job's message if it failed."""
-        spec = {**spec, "job": job, "warehouse": spec.get("warehouse") or self.warehouse}
+        """Submit the job of ``spec`` (the hook's warehouse unless the spec names one); ``secrets``
+        (env var -> value) reach the Spark process only through its environment. Raise
+        :class:`JobFailed` with the job's message if it failed."""
+        job = spec.job
+        if not spec.warehouse:
+            spec = replace(spec, warehouse=self.warehouse)
         job_dir = self._job_dir(job)
         spec_uri, result_uri = f"{job_dir}/spec.json", f"{job_dir}/result.json"
-        self._write_spec(spec_uri, spec)
+        self._write_spec(spec_uri, spec.to_dict())
 
         jars, conf = self._jars_and_conf()
         self._submit_hook = _LocalDefaultSparkSubmitHook(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from airflow_reverse_etl.operators.snapshot import SnapshotOperator
+from spark_jobs.contract import BackfillSpec
 
 
 class SnapshotBackfillOperator(SnapshotOperator):
@@ -18,16 +19,17 @@ class SnapshotBackfillOperator(SnapshotOperator):
     Returns (XCom) ``{table, uri, version, versions: {date: version}, reused: [dates], inputs, outputs}``.
     """
 
-    job = "backfill"
+    job = BackfillSpec.job
     template_fields: Sequence[str] = (*SnapshotOperator.template_fields, "logical_dates")
 
     def __init__(self, *, logical_dates: list[str], **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        BackfillSpec.check_static(logical_dates=logical_dates)
         self.logical_dates = logical_dates
 
     def build_spec(self, context):
-        spec, secrets = super().build_spec(context)
-        return {**spec, "logical_dates": [str(d) for d in self.logical_dates]}, secrets
+        values, secrets = self.snapshot_values()
+        return BackfillSpec.of(**values, logical_dates=[str(d) for d in self.logical_dates]), secrets
 
     def summarize(self, result):
         versions = ", ".join(f"{d[:10]}=v{v}" for d, v in result["versions"].items())

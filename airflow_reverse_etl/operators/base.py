@@ -1,17 +1,20 @@
 """What every reverse-ETL operator shares: submitting its Spark job and returning the job result.
 
-Subclasses say which job they run and build its spec in :meth:`build_spec`; this base adds the run's
-identity (run id, logical date, dag/task), submits through :class:`SparkJobHook` in ``execute()``
+Subclasses say which job they run, check the arguments known at DAG parse time against the contract
+(:mod:`spark_jobs.contract`) in ``__init__`` and build the typed spec in :meth:`build_spec`; this base
+adds the run's identity (run id, logical date, dag/task), submits through :class:`SparkJobHook` in ``execute()``
 (never in ``__init__``), logs a one-line summary and returns the result as the task's XCom.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, ClassVar, Sequence
 
 from airflow.sdk import BaseOperator
 
 from airflow_reverse_etl.hooks.spark_job import SparkJobHook
+from spark_jobs.contract import JobSpec
 
 
 def logical_date_of(context) -> str:
@@ -41,8 +44,8 @@ class ReverseEtlJobOperator(BaseOperator):
         self._hook: SparkJobHook | None = None
         self._result: dict[str, Any] | None = None
 
-    def build_spec(self, context) -> tuple[dict[str, Any], dict[str, str]]:
-        """Return (job spec, secrets as {env var: value})."""
+    def build_spec(self, context) -> tuple[JobSpec, dict[str, str]]:
+        """Return (the job's typed spec without the run identity, secrets as {env var: value})."""
         raise NotImplementedError
 
     def summarize(self, result: dict[str, Any]) -> str:
@@ -50,13 +53,10 @@ class ReverseEtlJobOperator(BaseOperator):
 
     def execute(self, context) -> dict[str, Any]:
         spec, secrets = self.build_spec(context)
-        spec.setdefault("run_id", context["run_id"])
-        spec.setdefault("logical_date", logical_date_of(context))
-        spec.setdefault("dag_id", self.dag_id)
-        spec.setdefault("task_id", self.task_id)
+        spec = replace(spec, run_id=context["run_id"], logical_date=logical_date_of(context),
+                       dag_id=self.dag_id, task_id=self.task_id)
         self._hook = SparkJobHook(conn_id=self.spark_conn_id, warehouse=self.warehouse, spark_conf=self.spark_conf)
-        result = self._hook.run_job(self.job, spec, secrets=secrets,
-                                    name=f"{self.dag_id}.{self.task_id}")
+        result = self._hook.run_job(spec, secrets=secrets, name=f"{self.dag_id}.{self.task_id}")
         self.log.info("%s (%.1fs in Spark)", self.summarize(result), result.get("duration_s", 0))
         self._result = result
         return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
+from spark_jobs.contract import DiffSpec, table_rel
 
 
 def table_and_version(table: str | dict[str, Any]) -> tuple[str, int | None]:
@@ -14,7 +15,7 @@ def table_and_version(table: str | dict[str, Any]) -> tuple[str, int | None]:
     """
     if isinstance(table, dict):
         return table["table"], table.get("version")
-    return (table if "/" in table else f"snapshots/{table}"), None
+    return table_rel(table), None
 
 
 class DiffOperator(ReverseEtlJobOperator):
@@ -30,12 +31,14 @@ class DiffOperator(ReverseEtlJobOperator):
     where ``changes`` is the change set's location in the warehouse (never the data itself).
     """
 
-    job = "diff"
+    job = DiffSpec.job
     template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "snapshot", "consumer", "columns")
 
     def __init__(self, *, snapshot: str | dict[str, Any], consumer: str, columns: list[str] | None = None,
-                 full_resync: bool = False, primary_key: list[str] | None = None, **kwargs: Any) -> None:
+                 full_resync: bool = DiffSpec.full_resync, primary_key: list[str] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        DiffSpec.check_static(consumer=consumer, columns=columns, full_resync=full_resync, primary_key=primary_key)
         self.snapshot = snapshot
         self.consumer = consumer
         self.columns = columns
@@ -44,8 +47,8 @@ class DiffOperator(ReverseEtlJobOperator):
 
     def build_spec(self, context):
         table, version = table_and_version(self.snapshot)
-        return {"table": table, "to_version": version, "consumer": self.consumer, "columns": self.columns,
-                "full_resync": self.full_resync, "primary_key": self.primary_key}, {}
+        return DiffSpec.of(table=table, to_version=version, consumer=self.consumer, columns=self.columns,
+                           full_resync=self.full_resync, primary_key=self.primary_key), {}
 
     def summarize(self, result):
         c = result["counts"]

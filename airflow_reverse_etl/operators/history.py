@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
-from spark_jobs.timetravel import table_rel
+from spark_jobs.contract import HistorySpec
 
 
 class SnapshotHistoryOperator(ReverseEtlJobOperator):
@@ -19,21 +19,22 @@ class SnapshotHistoryOperator(ReverseEtlJobOperator):
     Returns (XCom) ``{table, uri, version, rows, versions, primary_key, inputs, outputs}``.
     """
 
-    job = "scd2"
+    job = HistorySpec.job
     template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "table", "name")
 
     def __init__(self, *, table: str, name: str | None = None, primary_key: list[str] | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        HistorySpec.check_static(table=table, name=name, primary_key=primary_key)
         self.table = table
         self.name = name
         self.primary_key = primary_key
         if "{{" not in table and "{{" not in (name or ""):
-            self.declare_outlets(f"history/{name or table_rel(table).rsplit('/', 1)[-1]}")
+            self.declare_outlets(HistorySpec.of(table=table, name=name).rel)
 
     def build_spec(self, context):
-        return {"table": self.table, "name": self.name, "primary_key": self.primary_key}, {}
+        return HistorySpec.of(table=self.table, name=self.name, primary_key=self.primary_key), {}
 
     def summarize(self, result):
-        return (f"scd2 {result['table']} version {result['version']}: {result['rows']} interval rows "
+        return (f"history {result['table']} version {result['version']}: {result['rows']} interval rows "
                 f"from {result['versions']} snapshot versions")

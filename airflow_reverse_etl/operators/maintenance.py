@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
+from spark_jobs.contract import MaintenanceSpec
 
 
 class TableMaintenanceOperator(ReverseEtlJobOperator):
@@ -23,12 +24,15 @@ class TableMaintenanceOperator(ReverseEtlJobOperator):
     savepoints, consumer_floor, ...}}``. Data does not change, so no outlet is declared.
     """
 
-    job = "maintenance"
+    job = MaintenanceSpec.job
     template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "table", "zorder_by")
 
-    def __init__(self, *, table: str, zorder_by: list[str] | None = None, optimize: bool = False,
-                 vacuum: bool = True, retain_hours: float = 168.0, **kwargs: Any) -> None:
+    def __init__(self, *, table: str, zorder_by: list[str] | None = None, optimize: bool = MaintenanceSpec.optimize,
+                 vacuum: bool = MaintenanceSpec.vacuum, retain_hours: float = MaintenanceSpec.retain_hours,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        MaintenanceSpec.check_static(table=table, zorder_by=zorder_by, optimize=optimize, vacuum=vacuum,
+                                     retain_hours=retain_hours)
         self.table = table
         self.zorder_by = zorder_by
         self.optimize = optimize
@@ -36,8 +40,8 @@ class TableMaintenanceOperator(ReverseEtlJobOperator):
         self.retain_hours = retain_hours
 
     def build_spec(self, context):
-        return {"table": self.table, "zorder_by": self.zorder_by, "optimize": self.optimize,
-                "vacuum": self.vacuum, "retain_hours": self.retain_hours}, {}
+        return MaintenanceSpec.of(table=self.table, zorder_by=self.zorder_by, optimize=self.optimize,
+                                  vacuum=self.vacuum, retain_hours=self.retain_hours), {}
 
     def summarize(self, result):
         parts = [f"maintenance {result['table']}"]

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 from airflow_reverse_etl.connections import destination_settings
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
+from spark_jobs.contract import SinkSpec
 
 
 class SinkOperator(ReverseEtlJobOperator):
@@ -38,19 +39,23 @@ class SinkOperator(ReverseEtlJobOperator):
         ``progress_every``).
     """
 
-    job = "sync"
+    job = SinkSpec.job
     template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "changes", "destination",
                                       "field_mapping", "constants", "dry_run")
     template_fields_renderers = {"destination": "json", "field_mapping": "json"}
 
     def __init__(self, *, changes: dict[str, Any], destination: dict[str, Any],
-                 destination_conn_id: str | None = None, mode: str = "upsert",
+                 destination_conn_id: str | None = None, mode: str = SinkSpec.mode,
                  field_mapping: dict[str, str] | None = None, constants: dict[str, Any] | None = None,
                  batch_size: int | None = None, concurrency: int = 1, rate_limit: float | None = None,
-                 max_delete_fraction: float = 0.5, allow_mass_delete: bool = False,
-                 max_reject_fraction: float | None = None, dry_run: bool = False,
+                 max_delete_fraction: float = SinkSpec.max_delete_fraction,
+                 allow_mass_delete: bool = SinkSpec.allow_mass_delete,
+                 max_reject_fraction: float | None = SinkSpec.max_reject_fraction, dry_run: bool = SinkSpec.dry_run,
                  delivery: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        SinkSpec.check_static(destination=destination, mode=mode, field_mapping=field_mapping, constants=constants,
+                              max_delete_fraction=max_delete_fraction, allow_mass_delete=allow_mass_delete,
+                              max_reject_fraction=max_reject_fraction, dry_run=dry_run, delivery=delivery)
         self.changes = changes
         self.destination = destination
         self.destination_conn_id = destination_conn_id
@@ -73,16 +78,16 @@ class SinkOperator(ReverseEtlJobOperator):
             settings, secrets = destination_settings(self.destination_conn_id)
             destination.update(settings)
         changes = self.changes
-        return {
-            "changes": changes["changes"], "table": changes["table"], "consumer": changes["consumer"],
-            "primary_key": changes["primary_key"], "from_version": changes.get("from_version"),
-            "to_version": changes["to_version"], "destination": destination, "mode": self.mode,
-            "field_mapping": self.field_mapping, "constants": self.constants,
-            "max_delete_fraction": self.max_delete_fraction, "allow_mass_delete": self.allow_mass_delete,
-            "max_reject_fraction": self.max_reject_fraction, "dry_run": bool(self.dry_run),
-            "delivery": {"batch_size": self.batch_size, "concurrency": self.concurrency,
-                         "rate_limit": self.rate_limit, **(self.delivery or {})},
-        }, secrets
+        return SinkSpec.of(
+            changes=changes["changes"], table=changes["table"], consumer=changes["consumer"],
+            primary_key=changes["primary_key"], from_version=changes.get("from_version"),
+            to_version=changes["to_version"], destination=destination, mode=self.mode,
+            field_mapping=self.field_mapping, constants=self.constants,
+            max_delete_fraction=self.max_delete_fraction, allow_mass_delete=self.allow_mass_delete,
+            max_reject_fraction=self.max_reject_fraction, dry_run=self.dry_run,
+            delivery={"batch_size": self.batch_size, "concurrency": self.concurrency,
+                      "rate_limit": self.rate_limit, **(self.delivery or {})},
+        ), secrets
 
     def summarize(self, result):
         if result.get("dry_run"):

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 from airflow_reverse_etl.connections import jdbc_source
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
+from spark_jobs.contract import SnapshotSpec
 
 
 class SnapshotOperator(ReverseEtlJobOperator):
@@ -26,13 +27,16 @@ class SnapshotOperator(ReverseEtlJobOperator):
     primary_key, reused, inputs, outputs}``.
     """
 
-    job = "snapshot"
+    job = SnapshotSpec.job
     template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "name", "source", "primary_key")
     template_fields_renderers = {"source": "json"}
 
     def __init__(self, *, name: str, source: dict[str, Any], primary_key: str | list[str],
-                 source_conn_id: str | None = None, allow_schema_evolution: bool = False, **kwargs: Any) -> None:
+                 source_conn_id: str | None = None, allow_schema_evolution: bool = SnapshotSpec.allow_schema_evolution,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        SnapshotSpec.check_static(name=name, source=source, primary_key=primary_key,
+                                  allow_schema_evolution=allow_schema_evolution)
         self.name = name
         self.source = source
         self.primary_key = primary_key
@@ -40,15 +44,19 @@ class SnapshotOperator(ReverseEtlJobOperator):
         self.allow_schema_evolution = allow_schema_evolution
         self.declare_outlets(f"snapshots/{name}")
 
-    def build_spec(self, context):
+    def snapshot_values(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """The snapshot spec's fields (the source with its connection's settings) and the secrets."""
         source = dict(self.source)
         secrets: dict[str, str] = {}
         if self.source_conn_id:
             settings, secrets = jdbc_source(self.source_conn_id)
             source = {"format": "jdbc", **settings, **source}
-        key = [self.primary_key] if isinstance(self.primary_key, str) else list(self.primary_key)
-        return {"name": self.name, "source": source, "primary_key": key,
+        return {"name": self.name, "source": source, "primary_key": self.primary_key,
                 "allow_schema_evolution": self.allow_schema_evolution}, secrets
+
+    def build_spec(self, context):
+        values, secrets = self.snapshot_values()
+        return SnapshotSpec.of(**values), secrets
 
     def summarize(self, result):
         verb = "reused" if result.get("reused") else "wrote"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
+from spark_jobs.contract import WidenSpec
 from spark_jobs.errors import ConfigError
 from spark_jobs.widen.config import parse  # plain Python: no pyspark import
 
@@ -42,7 +43,7 @@ class WidenTableOperator(ReverseEtlJobOperator):
     stats, inputs, outputs}``: ``table``/``version`` are the wide table's, ready for ``DiffOperator``.
     """
 
-    job = "widen"
+    job = WidenSpec.job
     template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "inputs")
     ui_color = "#fdf2e8"
 
@@ -60,8 +61,8 @@ class WidenTableOperator(ReverseEtlJobOperator):
 
     def build_spec(self, context):
         versions = {name: version_of(self.wide.source(name).table, value) for name, value in self.inputs.items()}
-        return {"wide": self.wide_table, "sources": self.sources,
-                "versions": {k: v for k, v in versions.items() if v is not None}}, {}
+        return WidenSpec.of(wide=self.wide, sources=self.sources,
+                            versions={k: v for k, v in versions.items() if v is not None}), {}
 
     def summarize(self, result):
         parts = ", ".join(f"{name} v{s['from_version']}..v{s['to_version']}" for name, s in result["sources"].items())

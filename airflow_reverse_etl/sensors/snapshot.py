@@ -15,7 +15,7 @@ from airflow_reverse_etl import config
 from airflow_reverse_etl.operators.base import logical_date_of
 from airflow_reverse_etl.triggers.delta_log import find_version
 from airflow_reverse_etl.triggers.snapshot import DeltaVersionTrigger
-from spark_jobs.timetravel import table_rel
+from spark_jobs.contract import table_rel
 
 
 class SnapshotSensor(BaseSensorOperator):

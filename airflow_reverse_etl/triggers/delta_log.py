@@ -12,7 +12,8 @@ import json
 import re
 from typing import Any, Iterator
 
-from spark_jobs.timetravel import parse_date, walk_recorded
+from spark_jobs.contract import parse_commit_metadata, parse_logical_date
+from spark_jobs.timetravel import walk_recorded
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 
@@ -29,12 +30,7 @@ def _commit_metadata(fs, path: str) -> dict[str, Any]:
         for line in handle:
             action = json.loads(line)
             if "commitInfo" in action:
-                raw = action["commitInfo"].get("userMetadata")
-                try:
-                    value = json.loads(raw) if raw else {}
-                except ValueError:
-                    value = {}
-                return value if isinstance(value, dict) else {}
+                return parse_commit_metadata(action["commitInfo"].get("userMetadata"))
     return {}
 
 
@@ -65,7 +61,7 @@ def find_version(uri: str, logical_date: str | None = None, min_version: int | N
     if min_version is not None:
         latest = latest_version(uri)
         return {"version": latest} if latest is not None and latest >= int(min_version) else None
-    wanted = parse_date(logical_date)
+    wanted = parse_logical_date(logical_date)
     for date, when, entry in walk_recorded(log_entries(uri)):
         if when == wanted:
             return {"version": entry["version"], "logical_date": date}

@@ -112,6 +112,17 @@ class WideTable:
         """Consumer names under which merged versions are tracked in ``_system/consumers``."""
         return f"widen:{self.name}" if left_source is None else f"widen:{self.name}:{left_source}"
 
+    def to_dict(self) -> dict[str, Any]:
+        """The spec :func:`parse` reads back into an equal table (the job spec's JSON form)."""
+        def source(s: Source) -> dict[str, Any]:
+            link = {"on": s.on} if s.is_left else {"group": s.group, "key": s.key}
+            return {"name": s.name, "table": s.table, "columns": s.columns, "join": s.join, **link}
+
+        return {"name": self.name, "primary_key": self.primary_key, "sources": [source(s) for s in self.sources],
+                "sequence_field": self.sequence_field, "sequence_groups": self.sequence_groups,
+                "aggregations": self.aggregations, "listagg_delimiter": self.listagg_delimiter,
+                "ignore_delete": self.ignore_delete}
+
 
 def parse(spec: dict[str, Any]) -> WideTable:
     """Build and validate a :class:`WideTable`; every problem raises :class:`ConfigError`."""
@@ -246,3 +257,4 @@ def _validate(t: WideTable) -> None:
         if func in ORDERED_AGGREGATES and not t.group_of(column) and not t.sequence_field:
             raise ConfigError(f"{where}: aggregate {func!r} on {column!r} depends on row order and needs a "
                               f"sequence group: add {column!r} to sequence_groups (or set sequence_field)")
+

@@ -23,21 +23,20 @@ from functools import reduce
 from typing import Any
 
 from spark_jobs import consumers
+from spark_jobs.contract import Warehouse, WidenResult, WidenSpec, table_ref
 from spark_jobs.errors import ConfigError, DataQualityError, SchemaDriftError
 from spark_jobs.keys import require_columns
 from spark_jobs.lake import (
     TABLE_PROPERTIES,
-    Warehouse,
     commit_metadata,
     history,
     is_delta_table,
     latest_version,
     retry_on_conflict,
-    table_ref,
 )
 from spark_jobs.widen import partial_update, reverse_index
 from spark_jobs.widen.changes import ROW_TYPES, read_changes, require_table
-from spark_jobs.widen.config import Source, WideTable, parse
+from spark_jobs.widen.config import Source, WideTable
 
 EXAMPLES = 5
 
@@ -56,18 +55,14 @@ class Input:
         return self.from_version is None or self.to_version > self.from_version
 
 
-def run_widen(spark, spec: dict[str, Any]) -> dict[str, Any]:
-    t = parse(spec.get("wide"))
-    step = step_sources(t, spec.get("sources"))
-    versions = dict(spec.get("versions") or {})
-    stray = sorted(set(versions) - {s.name for s in step})
-    if stray:
-        raise ConfigError(f"Wide table {t.name}: versions given for {stray}, which this step does not merge "
-                          f"(it merges {[s.name for s in step]})")
-    wh = Warehouse(spec["warehouse"])
+def run_widen(spark, spec: WidenSpec) -> WidenResult:
+    t = spec.wide  # validated with the spec, before any Spark work
+    step = step_sources(t, spec.sources)
+    versions = spec.versions
+    wh = spec.lake
     uri = wh.uri(t.rel)
-    base_md = {"job": "widen", "wide": t.name, "primary_key": t.primary_key,
-               "run_id": spec.get("run_id"), "logical_date": spec.get("logical_date")}
+    base_md = {"job": spec.job, "wide": t.name, "primary_key": t.primary_key,
+               "run_id": spec.run_id, "logical_date": spec.logical_date}
     tracked = [(s.table, t.consumer()) for s in step] + [(t.rel, t.consumer(s.name)) for s in step if s.is_left]
     merged = _merged_versions(spark, wh, t, uri, tracked)
     inputs = {s.name: _input(spark, wh, t, s, versions.get(s.name), merged) for s in step}
@@ -95,24 +90,24 @@ def run_widen(spark, spec: dict[str, Any]) -> dict[str, Any]:
         commits[s.name] = _merge_left(spark, wh, t, s, inputs[s.name], wide_in, types, base_md)
 
     consumers.commit_all(spark, wh, {(i.rel, i.consumer): i.to_version
-                                     for i in [*inputs.values(), *wide_inputs] if i.advances}, spec.get("run_id"))
+                                     for i in [*inputs.values(), *wide_inputs] if i.advances}, spec.run_id)
     recent = history(spark, uri, 2 * len(commits) + 2)
     version = recent[0]["version"]
-    return {
-        "table": t.rel,
-        "uri": uri,
-        "version": version,
-        "wide": t.name,
-        "primary_key": t.primary_key,
-        "sources": {name: {"table": i.rel, "from_version": i.from_version, "to_version": i.to_version}
-                    for name, i in inputs.items()},
-        "stats": {part: _stats(recent, md) for part, md in commits.items()},
-        "inputs": [table_ref(wh, i.rel, i.to_version) for i in [*inputs.values(), *wide_inputs]],
-        "outputs": [table_ref(wh, t.rel, version)],
-    }
+    return WidenResult(
+        table=t.rel,
+        uri=uri,
+        version=version,
+        wide=t.name,
+        primary_key=t.primary_key,
+        sources={name: {"table": i.rel, "from_version": i.from_version, "to_version": i.to_version}
+                 for name, i in inputs.items()},
+        stats={part: _stats(recent, md) for part, md in commits.items()},
+        inputs=[table_ref(wh, i.rel, i.to_version) for i in [*inputs.values(), *wide_inputs]],
+        outputs=[table_ref(wh, t.rel, version)],
+    )
 
 
-def step_sources(t: WideTable, names: list[str] | None) -> list[Source]:
+def step_sources(t: WideTable, names: list[str]) -> list[Source]:
     """The sources a step merges, full joins first (priority), each kind in spec order."""
     chosen = t.sources if not names else [t.source(n) for n in names]
     return [s for s in chosen if not s.is_left] + [s for s in chosen if s.is_left]

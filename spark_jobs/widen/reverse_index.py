@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_jobs.diff import net_changes
-from spark_jobs.lake import Warehouse, ensure_system_table, retry_on_conflict
+from spark_jobs.contract import Warehouse
+from spark_jobs.lake import ensure_system_table, retry_on_conflict
 from spark_jobs.widen.changes import read_changes
 from spark_jobs.widen.config import Source, WideTable
 

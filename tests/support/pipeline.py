@@ -44,14 +44,14 @@ class Pipeline:
                 "run_id": f"sync-{self.steps}", **options}
 
     def sync(self, changes: dict[str, Any], destination: dict[str, Any], **options: Any) -> dict[str, Any]:
-        return job(self.spark, "sync", self.warehouse, **self.spec(changes, destination, **options))
+        return job(self.spark, "sink", self.warehouse, **self.spec(changes, destination, **options))
 
     def sync_error(self, changes: dict[str, Any], destination: dict[str, Any], **options: Any) -> dict[str, Any]:
-        return job_error(self.spark, "sync", self.warehouse, **self.spec(changes, destination, **options))
+        return job_error(self.spark, "sink", self.warehouse, **self.spec(changes, destination, **options))
 
     def committed(self) -> int | None:
         from spark_jobs.consumers import committed_version
-        from spark_jobs.lake import Warehouse
+        from spark_jobs.contract import Warehouse
 
         return committed_version(self.spark, Warehouse(self.warehouse), f"snapshots/{self.name}", self.consumer)
 
@@ -77,7 +77,7 @@ def sync_killed_midway(pipeline: Pipeline, changes: dict[str, Any], destination:
 
     spark = pipeline.spark
     outcome: dict[str, Any] = {}
-    spec = {"job": "sync", "warehouse": pipeline.warehouse, **pipeline.spec(changes, destination, **options)}
+    spec = {"job": "sink", "warehouse": pipeline.warehouse, **pipeline.spec(changes, destination, **options)}
     thread = threading.Thread(target=lambda: outcome.update(run(spark, spec)), daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout

@@ -15,12 +15,11 @@ one new version per run, tagged with the run's logical date.
 
 from __future__ import annotations
 
-from typing import Any
-
+from spark_jobs.contract import HistoryResult, HistorySpec, parse_logical_date, table_ref
 from spark_jobs.errors import ConfigError
 from spark_jobs.keys import require_columns
-from spark_jobs.lake import Warehouse, commit_metadata, history, is_delta_table, table_ref
-from spark_jobs.timetravel import parse_date, recorded_versions, table_rel
+from spark_jobs.lake import commit_metadata, history, is_delta_table
+from spark_jobs.timetravel import recorded_versions
 
 SCD_COLUMNS = ("valid_from", "valid_to", "is_current", "_version")
 
@@ -39,7 +38,7 @@ def scd2_frame(spark, uri: str, key: list[str], chain: list[tuple[int, str]]):
     rows = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
     values = [c for c in rows.columns if c not in (*key, "_i")]
     dates = spark.createDataFrame(
-        [(i, parse_date(d), v) for i, (v, d) in enumerate(chain)], "_i INT, _date TIMESTAMP, _v BIGINT")
+        [(i, parse_logical_date(d), v) for i, (v, d) in enumerate(chain)], "_i INT, _date TIMESTAMP, _v BIGINT")
 
     by_key = Window.partitionBy(*key).orderBy("_i")
     image = F.struct(*[F.col(f"`{c}`") for c in values]) if values else F.lit(0)
@@ -62,19 +61,19 @@ def scd2_frame(spark, uri: str, key: list[str], chain: list[tuple[int, str]]):
     return out.select(*key, *[F.col(f"_image.`{c}`").alias(c) for c in values], *SCD_COLUMNS)
 
 
-def run_scd2(spark, spec: dict[str, Any]) -> dict[str, Any]:
+def run_history(spark, spec: HistorySpec) -> HistoryResult:
     """Build ``history/<name>`` from a snapshot's versions (spec: ``table``, optional ``name``,
     ``primary_key`` — by default the one recorded in the snapshot's commits)."""
-    wh = Warehouse(spec["warehouse"])
-    rel = table_rel(spec.get("table"))
+    wh = spec.lake
+    rel = spec.table
     uri = wh.uri(rel)
     if not is_delta_table(spark, uri):
         raise ConfigError(f"SCD2 history: {rel} is not a Delta table under {wh.root}")
     recorded = recorded_versions(spark, uri)
     if not recorded:
         raise ConfigError(f"SCD2 history: no commit of {rel} carries a logical date; nothing to derive")
-    chain = sorted(((e["version"], d) for d, e in recorded.items()), key=lambda vd: (parse_date(vd[1]), vd[0]))
-    key = list(spec.get("primary_key") or history(spark, uri, 1)[0]["metadata"].get("primary_key") or [])
+    chain = sorted(((e["version"], d) for d, e in recorded.items()), key=lambda vd: (parse_logical_date(vd[1]), vd[0]))
+    key = list(spec.primary_key or history(spark, uri, 1)[0]["metadata"].get("primary_key") or [])
     if not key:
         raise ConfigError(f"SCD2 history: {rel} records no primary key; pass primary_key")
     columns = spark.read.format("delta").load(uri).columns
@@ -83,17 +82,17 @@ def run_scd2(spark, spec: dict[str, Any]) -> dict[str, Any]:
     if clash:
         raise ConfigError(f"SCD2 history: {rel} already has column(s) {clash} that the history adds")
 
-    out_rel = f"history/{spec.get('name') or rel.rsplit('/', 1)[-1]}"
+    out_rel = spec.rel
     out_uri = wh.uri(out_rel)
     frame = scd2_frame(spark, uri, key, chain)
-    metadata = {"job": "scd2", "logical_date": spec.get("logical_date"), "run_id": spec.get("run_id"),
+    metadata = {"job": spec.job, "logical_date": spec.logical_date, "run_id": spec.run_id,
                 "source": rel, "source_version": chain[-1][0], "primary_key": key}
     with commit_metadata(spark, metadata):
         frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(out_uri)
     entry = history(spark, out_uri, 1)[0]
     written = int(entry["operationMetrics"].get("numOutputRows", 0))
-    return {
-        "table": out_rel, "uri": out_uri, "version": entry["version"], "rows": written,
-        "versions": len(chain), "primary_key": key,
-        "inputs": [table_ref(wh, rel, v) for v, _ in chain], "outputs": [table_ref(wh, out_rel, entry["version"])],
-    }
+    return HistoryResult(
+        table=out_rel, uri=out_uri, version=entry["version"], rows=written,
+        versions=len(chain), primary_key=key,
+        inputs=[table_ref(wh, rel, v) for v, _ in chain], outputs=[table_ref(wh, out_rel, entry["version"])],
+    )

@@ -1,4 +1,4 @@
-"""Sync job: deliver a change set to a destination through a sink, then advance the consumer's commit.
+"""Sink job: deliver a change set to a destination through a sink, then advance the consumer's commit.
 
 The change set (written by the diff job) is turned into destination operations according to the mode:
 
@@ -39,6 +39,7 @@ import os
 import re
 import time
 import uuid
+from dataclasses import replace
 from datetime import datetime, timezone
 from functools import partial
 from typing import Any
@@ -47,13 +48,13 @@ from urllib.parse import urlsplit, urlunsplit
 from spark_jobs import consumers, errors, progress, rejects, runs
 from spark_jobs.errors import ConfigError, DestinationError, JobError
 from spark_jobs.fs import delete
-from spark_jobs.lake import Warehouse, commit_metadata, is_delta_table, latest_version, table_ref
+from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
+from spark_jobs.lake import commit_metadata, is_delta_table, latest_version
 from spark_jobs.sinks import resolve_sink
 from spark_jobs.sinks.base import FrameSink, SinkConfig
 from spark_jobs.sinks.batch import with_json
 from spark_jobs.sinks.core import OUTCOME_DDL, DeliveryPolicy, Stats, deliver_partition
 
-MODES = ("upsert", "insert", "update", "mirror")
 #: The operation that re-sends a ledger row that still exists at the target version.
 RESEND_OPERATION = {"upsert": "upsert", "insert": "insert", "update": "update", "mirror": "upsert"}
 OPERATION_BY_MODE = {
@@ -125,10 +126,10 @@ def destination_label(destination: dict[str, Any]) -> str:
     return f"{destination.get('type')}:{target}"
 
 
-def _delivery_policy(spec: dict[str, Any], sink_cls, partitions: int, parallelism: int) -> DeliveryPolicy:
+def _delivery_policy(spec: SinkSpec, sink_cls, partitions: int, parallelism: int) -> DeliveryPolicy:
     """The spec's ``delivery`` settings with the sink's defaults; a sync-wide ``rate_limit`` is split
     over the partitions that run at once."""
-    options = {k: v for k, v in dict(spec.get("delivery") or {}).items() if v is not None}
+    options = {k: v for k, v in spec.delivery.items() if v is not None}
     unknown = set(options) - set(DeliveryPolicy.__dataclass_fields__)
     if unknown:
         raise ConfigError(f"Unknown delivery option(s) {sorted(unknown)}; "
@@ -143,14 +144,14 @@ def _delivery_policy(spec: dict[str, Any], sink_cls, partitions: int, parallelis
     return DeliveryPolicy(**options)
 
 
-def _with_resends(spark, wh: Warehouse, spec: dict[str, Any], ops, key: list[str], mode: str):
+def _with_resends(spark, wh: Warehouse, spec: SinkSpec, ops, key: list[str], mode: str):
     """The change set plus the ledger's rows to send again: (operations, ledger, resends), the last
     two None when the consumer's ledger is empty."""
-    ledger = rejects.pending(spark, wh, spec["table"], spec["consumer"])
+    ledger = rejects.pending(spark, wh, spec.table, spec.consumer)
     if ledger is None:
         return ops, None, None
     columns = [c for c in ops.columns if not c.startswith("_")]
-    snapshot = spark.read.format("delta").option("versionAsOf", int(spec["to_version"])).load(wh.uri(spec["table"]))
+    snapshot = spark.read.format("delta").option("versionAsOf", spec.to_version).load(wh.uri(spec.table))
     resend = rejects.resend_frame(ledger, snapshot, key, columns, RESEND_OPERATION[mode], mode == "mirror")
     resend = resend.join(ops.select("_key"), "_key", "left_anti")
     return ops.select(*columns, "_op", "_change", "_key").unionByName(resend), ledger, resend
@@ -199,19 +200,15 @@ def _deliver_in_executors(spark, wh: Warehouse, frame, sink_cls, config: SinkCon
     return stats, refused, outcomes_uri
 
 
-def run_sync(spark, spec: dict[str, Any]) -> dict[str, Any]:
+def run_sink(spark, spec: SinkSpec) -> SinkResult:
     started_at = datetime.now(timezone.utc)
-    wh = Warehouse(spec["warehouse"])
-    mode = spec.get("mode", "upsert")
-    if mode not in MODES:
-        raise ConfigError(f"Unknown sync mode {mode!r}; expected one of {', '.join(MODES)}")
-    changes_uri = wh.uri(spec["changes"])
+    wh = spec.lake
+    mode = spec.mode
+    changes_uri = wh.uri(spec.changes)
     if not is_delta_table(spark, changes_uri):
-        raise ConfigError(f"Change set {spec['changes']} does not exist; run the diff first")
-    fraction = spec.get("max_reject_fraction")
-    if fraction is not None and not 0 <= float(fraction) <= 1:
-        raise ConfigError(f"max_reject_fraction must be between 0 and 1, got {fraction}")
-    destination = dict(spec.get("destination") or {})
+        raise ConfigError(f"Change set {spec.changes} does not exist; run the diff first")
+    fraction = spec.max_reject_fraction
+    destination = spec.destination
     sink_cls = resolve_sink(destination.get("type", ""))
     label = destination_label(destination)
     progress_so_far: dict[str, Any] = {}
@@ -225,31 +222,31 @@ def run_sync(spark, spec: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:
         record_run("failed", f"{type(exc).__name__}: {exc}"[:4000])
         raise
-    stats = result["stats"]
-    total = sum(result["planned"].values())
-    too_many = (fraction is not None and not result["dry_run"] and total
-                and stats["rejected"] > float(fraction) * total)
-    status = "dry_run" if result["dry_run"] else "too_many_rejects" if too_many else "success"
+    stats = result.stats
+    total = sum(result.planned.values())
+    too_many = (fraction is not None and not result.dry_run and total
+                and stats["rejected"] > fraction * total)
+    status = "dry_run" if result.dry_run else "too_many_rejects" if too_many else "success"
     run = record_run(status)
-    result["run"] = {k: run[k] for k in ("status", "started_at", "finished_at", "duration_s", "outcomes")}
+    result = replace(result, run={k: run[k] for k in ("status", "started_at", "finished_at", "duration_s", "outcomes")})
     if too_many:
         raise DestinationError(
             f"{stats['rejected']} of {total} records ({stats['rejected'] / total:.1%}) were rejected by {label}, "
-            f"more than max_reject_fraction={float(fraction):g}. The {stats['sent']} delivered records are "
-            f"committed (version {spec['to_version']}); the rejected ones are in _system/rejects with their "
+            f"more than max_reject_fraction={fraction:g}. The {stats['sent']} delivered records are "
+            f"committed (version {spec.to_version}); the rejected ones are in _system/rejects with their "
             "errors and will be sent again on the next run."
         )
     return result
 
 
-def _sync(spark, wh: Warehouse, spec: dict[str, Any], mode: str, destination: dict[str, Any], sink_cls,
-          changes_uri: str, progress_so_far: dict[str, Any]) -> dict[str, Any]:
+def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str, Any], sink_cls,
+          changes_uri: str, progress_so_far: dict[str, Any]) -> SinkResult:
     from pyspark.sql import functions as F
 
-    key = list(spec["primary_key"])
+    key = spec.primary_key
     ops = operations(spark.read.format("delta").load(changes_uri), mode, key)
     ops, ledger, resend = _with_resends(spark, wh, spec, ops, key, mode)
-    frame, key_fields, fields = apply_mapping(ops, key, spec.get("field_mapping") or {}, spec.get("constants") or {})
+    frame, key_fields, fields = apply_mapping(ops, key, spec.field_mapping, spec.constants)
     schema = {f.name: f.dataType.simpleString() for f in frame.schema.fields if not f.name.startswith("_")}
     config = SinkConfig(destination=destination, key_fields=key_fields, fields=fields, mode=mode,
                         secrets=_secrets(destination))
@@ -258,23 +255,23 @@ def _sync(spark, wh: Warehouse, spec: dict[str, Any], mode: str, destination: di
     planned = {r["_op"]: r["count"] for r in frame.groupBy("_op").count().collect()}
     resent = 0 if resend is None else resend.count()
     progress_so_far.update(planned=planned, resent=resent)
-    dry_run = bool(spec.get("dry_run"))
-    result = {
-        "table": spec["table"], "consumer": spec["consumer"], "mode": mode,
-        "destination": {k: v for k, v in destination.items() if k != "secrets_env"},
-        "from_version": spec.get("from_version"), "to_version": spec["to_version"],
-        "dry_run": dry_run, "planned": planned, "resent": resent,
-        "inputs": [table_ref(wh, spec["changes"], latest_version(spark, changes_uri)),
-                   table_ref(wh, spec["table"], spec["to_version"])],
-    }
+    dry_run = spec.dry_run
+    result = partial(
+        SinkResult, table=spec.table, consumer=spec.consumer, mode=mode,
+        destination={k: v for k, v in destination.items() if k != "secrets_env"},
+        from_version=spec.from_version, to_version=spec.to_version,
+        dry_run=dry_run, planned=planned, resent=resent,
+        inputs=[table_ref(wh, spec.changes, latest_version(spark, changes_uri)),
+                table_ref(wh, spec.table, spec.to_version)],
+    )
     if dry_run:
-        plan_rel = f"plans/{spec['consumer']}/{spec['table']}"
-        with commit_metadata(spark, {"job": "sync", "dry_run": True, "run_id": spec.get("run_id"),
-                                     "to_version": spec["to_version"]}):
+        plan_rel = f"plans/{spec.consumer}/{spec.table}"
+        with commit_metadata(spark, {"job": spec.job, "dry_run": True, "run_id": spec.run_id,
+                                     "to_version": spec.to_version}):
             _as_sent(frame, key_fields).write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
                 .save(wh.uri(plan_rel))
         plan_ref = table_ref(wh, plan_rel, latest_version(spark, wh.uri(plan_rel)))
-        return {**result, "committed": False, "plan": plan_ref, "stats": Stats().__dict__, "outputs": [plan_ref]}
+        return result(committed=False, plan=plan_ref, stats=Stats().__dict__, outputs=[plan_ref])
 
     sink.prepare(schema)
     if mode == "mirror" and planned.get("delete"):
@@ -284,7 +281,7 @@ def _sync(spark, wh: Warehouse, spec: dict[str, Any], mode: str, destination: di
     outcomes_uri = None
     delivery_started = time.monotonic()
     try:
-        with progress.reporting(spark, f"sync {spec['table']} -> {destination_label(destination)}",
+        with progress.reporting(spark, f"sink {spec.table} -> {destination_label(destination)}",
                                 sum(planned.values()), policy.progress_every):
             if isinstance(sink, FrameSink):
                 stats = Stats()
@@ -299,21 +296,21 @@ def _sync(spark, wh: Warehouse, spec: dict[str, Any], mode: str, destination: di
             processed = ops.select("_key")
             if ledger is not None:
                 processed = processed.unionByName(ledger.select(F.col("key").alias("_key")))
-            rejects.settle(spark, wh, spec["table"], spec["consumer"], sink_cls.name or destination.get("type"),
-                           int(spec["to_version"]), processed, refused)
+            rejects.settle(spark, wh, spec.table, spec.consumer, sink_cls.name or destination.get("type"),
+                           spec.to_version, processed, refused)
     finally:
         if outcomes_uri:
             delete(spark, outcomes_uri)
 
     committed = False
-    if spec.get("commit", True):
-        consumers.commit(spark, wh, spec["table"], spec["consumer"], int(spec["to_version"]), spec.get("run_id"))
+    if spec.commit:
+        consumers.commit(spark, wh, spec.table, spec.consumer, spec.to_version, spec.run_id)
         committed = True
     progress_so_far["committed"] = committed
     # delivery_s: wall time of the delivery itself (reading the operations, sending, acknowledgements),
     # without the planning, ledger, commit and run history around it.
-    return {**result, "committed": committed, "stats": stats.__dict__, "delivery_s": delivery_s,
-            "outputs": [{"name": destination_label(destination), "uri": None, "version": None}]}
+    return result(committed=committed, stats=stats.__dict__, delivery_s=delivery_s,
+                  outputs=[{"name": destination_label(destination), "uri": None, "version": None}])
 
 
 def _as_sent(frame, key_fields: list[str]):
@@ -329,17 +326,17 @@ def _as_sent(frame, key_fields: list[str]):
     ])
 
 
-def _guard_mass_delete(spark, wh: Warehouse, sink, deletes: int, spec: dict[str, Any]) -> None:
+def _guard_mass_delete(spark, wh: Warehouse, sink, deletes: int, spec: SinkSpec) -> None:
     """Mirror mode must not wipe a destination because a source came back empty. A destination that
     cannot be counted (a Kafka topic) is taken to hold what the consumer last synced: the snapshot at
     its committed version."""
-    fraction = float(spec.get("max_delete_fraction", 0.5))
-    if spec.get("allow_mass_delete"):
+    fraction = spec.max_delete_fraction
+    if spec.allow_mass_delete:
         return
     existing = sink.count()
-    if existing is None and spec.get("from_version") is not None:
-        existing = (spark.read.format("delta").option("versionAsOf", int(spec["from_version"]))
-                    .load(wh.uri(spec["table"])).count())
+    if existing is None and spec.from_version is not None:
+        existing = (spark.read.format("delta").option("versionAsOf", spec.from_version)
+                    .load(wh.uri(spec.table)).count())
     if existing and deletes > fraction * existing:
         raise DestinationError(
             f"Mirror sync would delete {deletes} of the destination's {existing} rows "

@@ -1,0 +1,32 @@
+"""What the restore and savepoint operators share: a job on one version of one table."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
+from spark_jobs.contract import RestoreSpec, SavepointSpec, require_one_target
+
+
+class TableVersionOperator(ReverseEtlJobOperator):
+    """A job on one version of one table, named by ``version`` or ``target_logical_date``."""
+
+    spec_class: ClassVar[type[RestoreSpec] | type[SavepointSpec]]
+    template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "table", "version",
+                                      "target_logical_date")
+
+    def __init__(self, *, table: str, target_logical_date: str | None = None, version: int | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        require_one_target(version, target_logical_date, type(self).__name__)
+        self.spec_class.check_static(table=table, version=version, target_logical_date=target_logical_date)
+        self.table = table
+        self.target_logical_date = target_logical_date
+        self.version = version
+
+    def spec_values(self) -> dict[str, Any]:
+        version = None if self.version in (None, "") else self.version
+        return {"table": self.table, "version": version, "target_logical_date": self.target_logical_date}
+
+    def build_spec(self, context):
+        return self.spec_class.of(**self.spec_values()), {}

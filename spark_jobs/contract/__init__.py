@@ -1,0 +1,62 @@
+"""The written contract between the Airflow operators and the Spark jobs. Pure Python: it never
+imports pyspark or airflow, so both sides (and DAG parsing) use it.
+
+An operator builds a typed spec (checked at DAG parse time where its arguments are known), the hook
+writes ``spec.to_dict()`` as ``spec.json``, the entry point reads it back with :func:`parse_spec`
+and hands the job its spec; the job returns its result dataclass, whose ``to_dict()`` is the XCom.
+
+A package rather than one module, one idea per module:
+
+* :mod:`.layout` — the lake layout (:class:`Warehouse`, :func:`table_rel`, :func:`table_ref`),
+  the Delta session settings, and the values read from commit metadata (logical dates as
+  instants, the metadata JSON);
+* :mod:`.base` — the run identity every spec carries, field checks, the JSON round trip;
+* :mod:`.specs` — one spec per job, with its defaults and rules, and :func:`parse_spec`;
+* :mod:`.results` — one result per job.
+"""
+
+from spark_jobs.contract.base import JobResult, JobSpec, resolved_at_run_time
+from spark_jobs.contract.layout import (
+    DELTA_CONF,
+    DELTA_PACKAGE,
+    Warehouse,
+    parse_commit_metadata,
+    parse_logical_date,
+    table_ref,
+    table_rel,
+)
+from spark_jobs.contract.results import (
+    BackfillResult,
+    DiffResult,
+    HistoryResult,
+    MaintenanceResult,
+    RestoreResult,
+    SavepointResult,
+    SinkResult,
+    SnapshotResult,
+    WidenResult,
+)
+from spark_jobs.contract.specs import (
+    SINK_MODES,
+    SPECS,
+    BackfillSpec,
+    DiffSpec,
+    HistorySpec,
+    MaintenanceSpec,
+    RestoreSpec,
+    SavepointSpec,
+    SinkSpec,
+    SnapshotSpec,
+    WidenSpec,
+    parse_spec,
+    require_one_target,
+)
+
+__all__ = [
+    "DELTA_CONF", "DELTA_PACKAGE", "SINK_MODES", "SPECS",
+    "BackfillResult", "BackfillSpec", "DiffResult", "DiffSpec", "HistoryResult", "HistorySpec", "JobResult",
+    "JobSpec", "MaintenanceResult", "MaintenanceSpec", "RestoreResult", "RestoreSpec", "SavepointResult",
+    "SavepointSpec", "SinkResult", "SinkSpec", "SnapshotResult", "SnapshotSpec", "Warehouse", "WidenResult",
+    "WidenSpec", "resolved_at_run_time", "parse_commit_metadata", "parse_logical_date", "parse_spec",
+    "require_one_target", "table_ref", "table_rel",
+]

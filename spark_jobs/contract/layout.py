@@ -1,0 +1,99 @@
+"""The lake layout both sides agree on, and the values that cross the boundary in commit metadata.
+
+Layout under one warehouse root (a local directory or any Hadoop URI such as ``s3a://bucket/wh``)::
+
+    snapshots/<name>        one Delta version per snapshot run, Change Data Feed on
+    wide/<name>             wide tables, same rules
+    history/<name>          SCD type-2 history of a snapshot
+    changes/<consumer>/...  change sets written by diff jobs for sinks to read
+    _system/<table>         consumers, lineage, rejects, runs: small Delta tables
+    _system/jobs/<id>       the spec and result JSON of each job run
+
+Tables are named across the Airflow/Spark boundary by their path relative to the root
+(``snapshots/customers``) so state survives moving the warehouse.
+
+Every commit the jobs make carries JSON ``userMetadata`` with the Airflow logical date; the Spark
+side reads it through Delta's history, the Airflow side straight from ``_delta_log`` — both through
+:func:`parse_commit_metadata` and compare dates through :func:`parse_logical_date`, as instants.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from typing import Any
+
+from spark_jobs.errors import ConfigError
+
+DELTA_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+# The Maven coordinate matching delta-spark 4.4.0 on Spark 4.2; used with spark.jars.packages when no
+# local jar directory is configured (clusters that resolve packages themselves).
+DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+
+
+@dataclass(frozen=True)
+class Warehouse:
+    root: str
+
+    def __post_init__(self):
+        if not self.root:
+            raise ConfigError("The spec names no warehouse root")
+        object.__setattr__(self, "root", self.root.rstrip("/"))
+
+    def uri(self, rel: str) -> str:
+        return f"{self.root}/{rel.strip('/')}"
+
+    def system(self, name: str) -> str:
+        return self.uri(f"_system/{name}")
+
+    def changes(self, consumer: str, table_rel: str, from_version: int | None, to_version: int) -> str:
+        start = "full" if from_version is None else f"v{from_version}"
+        return self.uri(f"changes/{consumer}/{table_rel}/{start}-v{to_version}")
+
+
+def table_rel(table: str | None) -> str:
+    """A table named across the boundary: a bare name means ``snapshots/<name>``."""
+    if not table:
+        raise ConfigError("The spec names no 'table'")
+    return table.strip("/") if "/" in table else f"snapshots/{table}"
+
+
+def table_ref(wh: Warehouse, rel: str, version: int | None) -> dict[str, Any]:
+    """How a job result names a table version: relative name, full URI and Delta version."""
+    return {"name": rel, "uri": wh.uri(rel), "version": version}
+
+
+def parse_logical_date(value: str | date | datetime) -> datetime:
+    """A logical date as an instant (aware, UTC when no zone is given).
+
+    Users and Airflow spell one instant many ways (``2026-01-02``, ``...T00:00:00Z``, ``+00:00``,
+    ``01:00:00+01:00``); dates are only ever compared through this function, never as text.
+    """
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, date):
+        parsed = datetime(value.year, value.month, value.day)
+    else:
+        try:
+            parsed = datetime.fromisoformat(str(value).strip())
+        except ValueError:
+            raise ConfigError(f"Logical date {value!r} is not an ISO date or timestamp "
+                              "(such as 2026-01-02 or 2026-01-02T00:00:00+00:00)") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def parse_commit_metadata(raw: str | None) -> dict[str, Any]:
+    """A commit's ``userMetadata`` as a dict: the jobs' JSON, or ``{"text": raw}`` for anything
+    another writer left there (never an error: foreign commits are simply not ours)."""
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"text": raw}
+    return value if isinstance(value, dict) else {"text": raw}

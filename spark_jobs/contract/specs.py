@@ -1,0 +1,202 @@
+"""One spec per job: its fields, their defaults, and the rules a valid spec follows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from spark_jobs.contract.base import (
+    Invalid,
+    JobSpec,
+    flag,
+    fraction,
+    integer,
+    mapping,
+    names,
+    non_negative,
+    one_of,
+    option,
+    optional,
+    plain_name,
+    required_names,
+    required_text,
+    text,
+)
+from spark_jobs.contract.layout import parse_logical_date, table_rel
+from spark_jobs.errors import ConfigError
+from spark_jobs.widen.config import WideTable, parse as parse_wide_table
+
+#: How a sink turns a change set into destination operations (see :mod:`spark_jobs.sinks.job`).
+SINK_MODES = ("upsert", "insert", "update", "mirror")
+DEFAULT_RETAIN_HOURS = 168.0  # Delta's own default (delta.deletedFileRetentionDuration = 7 days)
+DEFAULT_MARGIN_S = 300.0
+
+
+def require_one_target(version: Any, target_logical_date: Any, where: str) -> None:
+    """A restore or savepoint names its version one way: by number or by logical date."""
+    if (version is None) == (target_logical_date is None):
+        raise ConfigError(f"{where}: give exactly one of 'version' or 'target_logical_date' "
+                          f"(got version={version!r}, target_logical_date={target_logical_date!r})")
+
+
+def wide_table(value: Any) -> WideTable:
+    return value if isinstance(value, WideTable) else parse_wide_table(value)
+
+
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotSpec(JobSpec):
+    """Record ``source`` as one new version of ``snapshots/<name>`` (:mod:`spark_jobs.snapshot`)."""
+
+    job: ClassVar[str] = "snapshot"
+    name: str = option("", plain_name)
+    source: dict[str, Any] = option(check=mapping, factory=dict)
+    primary_key: list[str] = option(check=required_names, factory=list)
+    allow_schema_evolution: bool = option(False, flag)
+
+    @property
+    def rel(self) -> str:
+        return f"snapshots/{self.name}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BackfillSpec(SnapshotSpec):
+    """One snapshot per logical date, in date order, in one application (:mod:`spark_jobs.backfill`)."""
+
+    job: ClassVar[str] = "backfill"
+    logical_dates: list[str] = option(check=lambda v: [text(d) for d in required_list(v)], factory=list)
+
+    def snapshots(self) -> list[SnapshotSpec]:
+        """The snapshot run of each date, oldest first; each has its own run id."""
+        own = {f.name: getattr(self, f.name) for f in fields(SnapshotSpec)}
+        return [SnapshotSpec(**{**own, "logical_date": date, "run_id": f"{self.run_id}#{date}"})
+                for date in sorted(self.logical_dates, key=parse_logical_date)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiffSpec(JobSpec):
+    """The net change set of ``table`` since ``consumer``'s committed version (:mod:`spark_jobs.diff`)."""
+
+    job: ClassVar[str] = "diff"
+    table: str = option("", required_text)
+    consumer: str = option("", required_text)
+    to_version: int | None = option(None, optional(integer))
+    primary_key: list[str] = option(check=names, factory=list)  # default: the one the table records
+    columns: list[str] = option(check=names, factory=list)  # default: all
+    full_resync: bool = option(False, flag)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SinkSpec(JobSpec):
+    """Deliver a change set to ``destination``, then commit the consumer (:mod:`spark_jobs.sinks.job`)."""
+
+    job: ClassVar[str] = "sink"
+    changes: str = option("", required_text)
+    table: str = option("", required_text)
+    consumer: str = option("", required_text)
+    primary_key: list[str] = option(check=required_names, factory=list)
+    from_version: int | None = option(None, optional(integer))
+    to_version: int = option(None, integer)
+    destination: dict[str, Any] = option(check=mapping, factory=dict)
+    mode: str = option("upsert", one_of(*SINK_MODES))
+    field_mapping: dict[str, str] = option(check=mapping, factory=dict)
+    constants: dict[str, Any] = option(check=mapping, factory=dict)
+    max_delete_fraction: float = option(0.5, fraction)
+    allow_mass_delete: bool = option(False, flag)
+    max_reject_fraction: float | None = option(None, optional(fraction))
+    dry_run: bool = option(False, flag)
+    delivery: dict[str, Any] = option(check=mapping, factory=dict)  # checked against the sink's policy
+    commit: bool = option(True, flag)  # False: deliver without moving the consumer (benchmarks)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _TableVersionSpec(JobSpec):
+    """A job on one version of one table, named by ``version`` or ``target_logical_date``."""
+
+    table: str = option("", lambda v: table_rel(required_text(v)))
+    version: int | None = option(None, optional(integer))
+    target_logical_date: str | None = option(None, optional(text))
+
+    def validate(self) -> None:
+        require_one_target(self.version, self.target_logical_date, f"{self.job} of {self.table}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RestoreSpec(_TableVersionSpec):
+    """Restore ``table`` to a recorded version (:mod:`spark_jobs.restore`)."""
+
+    job: ClassVar[str] = "restore"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SavepointSpec(_TableVersionSpec):
+    """Protect a version of ``table`` from VACUUM (:mod:`spark_jobs.savepoints`)."""
+
+    job: ClassVar[str] = "savepoint"
+    savepoint_name: str | None = option(None, optional(required_text))  # default: v<version>
+
+
+@dataclass(frozen=True, kw_only=True)
+class HistorySpec(JobSpec):
+    """Rewrite ``history/<name>`` from the versions of ``table`` (:mod:`spark_jobs.history`)."""
+
+    job: ClassVar[str] = "history"
+    table: str = option("", lambda v: table_rel(required_text(v)))
+    name: str | None = option(None, optional(plain_name))  # default: the table's own name
+    primary_key: list[str] = option(check=names, factory=list)  # default: the one the table records
+
+    @property
+    def rel(self) -> str:
+        return f"history/{self.name or self.table.rsplit('/', 1)[-1]}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaintenanceSpec(JobSpec):
+    """OPTIMIZE / Z-ORDER and a VACUUM that keeps protected versions (:mod:`spark_jobs.maintenance`)."""
+
+    job: ClassVar[str] = "maintenance"
+    table: str = option("", lambda v: table_rel(required_text(v)))
+    zorder_by: list[str] = option(check=names, factory=list)  # implies optimize
+    optimize: bool = option(False, flag)
+    vacuum: bool = option(True, flag)
+    retain_hours: float = option(DEFAULT_RETAIN_HOURS, non_negative)
+    margin_s: float = option(DEFAULT_MARGIN_S, non_negative)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WidenSpec(JobSpec):
+    """Merge some sources of a wide table (:mod:`spark_jobs.widen.job`); ``wide`` follows
+    :mod:`spark_jobs.widen.config`, ``versions`` pins sources to exact versions."""
+
+    job: ClassVar[str] = "widen"
+    wide: WideTable = option(None, wide_table)
+    sources: list[str] = option(check=names, factory=list)  # default: all, full joins first
+    versions: dict[str, int] = option(check=lambda v: {k: integer(n) for k, n in mapping(v).items()},
+                                      factory=dict)
+
+    def validate(self) -> None:
+        step = [self.wide.source(name).name for name in self.sources] or [s.name for s in self.wide.sources]
+        stray = sorted(set(self.versions) - set(step))
+        if stray:
+            raise ConfigError(f"Wide table {self.wide.name}: versions given for {stray}, which this step does "
+                              f"not merge (it merges {step})")
+
+
+def required_list(value: Any) -> list[Any]:
+    if not isinstance(value, (list, tuple)) or not value:
+        raise Invalid("a non-empty list")
+    return list(value)
+
+
+SPECS: dict[str, type[JobSpec]] = {cls.job: cls for cls in (
+    SnapshotSpec, BackfillSpec, DiffSpec, SinkSpec, RestoreSpec, SavepointSpec, HistorySpec, MaintenanceSpec,
+    WidenSpec)}
+
+
+def parse_spec(data: dict[str, Any]) -> JobSpec:
+    """The typed spec of the job ``data`` names; every problem is a :class:`ConfigError`."""
+    job = data.get("job") if isinstance(data, dict) else None
+    if job not in SPECS:
+        raise ConfigError(f"Unknown job {job!r}; jobs: {sorted(SPECS)}")
+    return SPECS[job].from_dict(data)
