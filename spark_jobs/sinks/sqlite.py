@@ -23,7 +23,7 @@ from functools import cached_property
 from typing import Any, Iterator, Sequence
 
 from spark_jobs.errors import DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, RetryableError
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, RetryableError, SinkCapabilities
 from spark_jobs.sinks.options import option
 from spark_jobs.sinks.sql import Column, SqlOptions, SqlSink, equal, insert
 
@@ -45,6 +45,7 @@ class SqliteOptions(SqlOptions):
 
 class SqliteSink(SqlSink):
     name = "sqlite"
+    capabilities = SinkCapabilities(max_parallelism=1)  # one writer per database file
     dialect = "sqlite"
     label = "SQLite"
     options_class = SqliteOptions
