@@ -12,9 +12,9 @@ action — no rows travel through Python.
   new state (existing rows not touched, plus the upserted/inserted/updated rows) is written beside
   the target and swapped in by renames; on object stores the swap is not atomic, prefer Delta there.
 
-Options: :class:`DeltaOptions` — ``path`` (any URI Spark can write), ``format``. The target is created from the change
-set's schema on first use; afterwards a field it lacks, or a field whose type differs, is an error
-naming the column.
+Options: :class:`DeltaOptions` — ``path`` (any URI Spark can write), ``format``. The target is
+created from the change set's schema on first use; afterwards a field it lacks, or a field whose
+type differs, is an error naming the column.
 """
 
 from __future__ import annotations

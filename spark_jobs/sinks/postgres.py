@@ -265,4 +265,5 @@ class PostgresSink(SqlSink):
                     return [Rejected(f"postgres {state}: {message}")]
                 middle = len(records) // 2
                 return self.write_batch(records[:middle]) + self.write_batch(records[middle:])
-            raise DestinationError(f"Postgres refused the batch for table {self.table_name()} ({state}): {message}") from exc
+            raise DestinationError(f"Postgres refused the batch for table {self.table_name()} ({state}): "
+                                   f"{message}") from exc
