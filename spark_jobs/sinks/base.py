@@ -68,7 +68,8 @@ class RetryableError(Exception):
 
 @dataclass
 class SinkConfig:
-    """What every sink is given. ``options`` are the destination's own settings from the spec;
+    """What every sink is given. ``options`` are the destination's settings from the spec as they
+    came (a sink with an ``options_class`` reads them checked and typed as ``Sink.options``);
     ``secrets`` were read from the Spark driver's environment and never written anywhere."""
 
     destination: dict[str, Any]
