@@ -131,3 +131,23 @@ def test_resend_after_a_kill_midway_loses_and_duplicates_nothing(spark, warehous
     assert p.committed() is None  # the killed run committed nothing
     result = p.sync(changes, pg.destination())
     assert result["committed"] and pg.rows() == rows
+
+
+def test_a_created_table_takes_its_column_types_from_the_shared_type_map(pg, postgres_server):  # noqa: F811
+    from spark_jobs.sinks.base import SinkConfig
+    from spark_jobs.sinks.postgres import PostgresSink
+
+    schema = {"id": "int", "big": "bigint", "flag": "boolean", "ratio": "double", "amount": "decimal(12,3)",
+              "raw": "binary", "day": "date", "at": "timestamp", "local_at": "timestamp_ntz", "tags": "array<string>"}
+    config = SinkConfig(destination=pg.destination(), key_fields=["id"], fields=list(schema), mode="upsert",
+                        secrets={"password": postgres_server.password})
+    PostgresSink(config).prepare(schema)
+    columns = pg.execute("SELECT column_name, data_type, numeric_precision, numeric_scale "
+                         "FROM information_schema.columns WHERE table_name = %s ORDER BY ordinal_position",
+                         (pg.table,))
+    assert [(name, kind) for name, kind, *_ in columns] == [
+        ("id", "integer"), ("big", "bigint"), ("flag", "boolean"), ("ratio", "double precision"),
+        ("amount", "numeric"), ("raw", "bytea"), ("day", "date"), ("at", "timestamp with time zone"),
+        ("local_at", "timestamp without time zone"), ("tags", "jsonb")]
+    assert columns[4][2:] == (12, 3)
+    assert PostgresSink(config).count() == 0

@@ -115,6 +115,17 @@ def test_mapping_errors_name_the_column(pipeline):
     assert pipeline.committed() is None
 
 
+def test_a_misspelt_destination_option_fails_the_sync_before_anything_is_sent(pipeline):
+    import os
+
+    pipeline.snapshot([(1, "a", "x")])
+    destination = {"type": "sqlite", "database": pipeline.database, "table": "customers", "create_tabel": False}
+    error = pipeline.sync_error(pipeline.diff(), destination=destination)
+    assert error["type"] == "ConfigError"
+    assert "has no option 'create_tabel'; did you mean 'create_table'?" in error["message"]
+    assert not os.path.exists(pipeline.database) and pipeline.committed() is None
+
+
 def test_destination_schema_mismatch_names_the_column(pipeline):
     with sqlite3.connect(pipeline.database) as conn:
         conn.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")

@@ -14,8 +14,14 @@ Sinks must be idempotent: upsert and delete by key, so a resend after a failure 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+
+from spark_jobs.errors import ConfigError
+from spark_jobs.sinks.options import SinkOptions
+
+if TYPE_CHECKING:
+    from spark_jobs.sinks.batch import ChangeBatch
 
 OPERATIONS = ("upsert", "insert", "update", "delete")
 
@@ -62,7 +68,8 @@ class RetryableError(Exception):
 
 @dataclass
 class SinkConfig:
-    """What every sink is given. ``options`` are the destination's own settings from the spec;
+    """What every sink is given. ``options`` are the destination's settings from the spec as they
+    came (a sink with an ``options_class`` reads them checked and typed as ``Sink.options``);
     ``secrets`` were read from the Spark driver's environment and never written anywhere."""
 
     destination: dict[str, Any]
@@ -91,25 +98,82 @@ class SinkConfig:
         return json.loads(raw) if raw else {}
 
 
-class Sink:
-    """Base class of destinations. Subclasses set ``name`` and implement :meth:`write_batch`."""
+@dataclass(frozen=True)
+class SinkCapabilities:
+    """What a destination can do and how it likes to be fed: data on the sink class, declared once
+    (``capabilities = SinkCapabilities(batch_size=20000)``), read by the sync job to cut, spread and
+    encode the change set (dlt's destination capabilities)."""
 
-    name: ClassVar[str] = ""
-    #: Most partitions that may write at once (None: as many as Spark runs). A single-writer
-    #: destination such as a SQLite file says 1.
-    max_parallelism: ClassVar[int | None] = None
     #: Records per batch when the sync does not say (a bulk destination wants bigger batches).
-    batch_size: ClassVar[int] = 500
+    batch_size: int = 500
     #: Most batches one partition may have in flight at once (None: what the sync asks for). A sink
     #: whose client already pipelines (Kafka's producer) says 1.
-    max_concurrency: ClassVar[int | None] = None
+    max_concurrency: int | None = None
+    #: Most partitions that may write at once (None: as many as Spark runs). A single-writer
+    #: destination such as a SQLite file says 1.
+    max_parallelism: int | None = None
     #: The sink sends JSON: the sync then has Spark write each row's key and data as JSON in the JVM
     #: (columns ``_key_json``/``_data_json`` of the batch's Arrow table, see
     #: :func:`spark_jobs.sinks.batch.with_json`), so no Python serialises rows one by one.
-    wants_json: ClassVar[bool] = False
+    wants_json: bool = False
+    #: The destination can remove a key; without it a mirror sync (which sends deletes) is refused.
+    supports_delete: bool = True
+
+
+CAPABILITY_NAMES = tuple(f.name for f in fields(SinkCapabilities))
+
+
+class Sink:
+    """Base class of destinations. Subclasses set ``name``, their ``capabilities``, their
+    ``options_class`` and implement :meth:`write_batch`.
+
+    The capabilities are also readable as class attributes (``Sink.batch_size`` …), derived from
+    ``capabilities``: the sync job reads them so, and a sink written before capabilities existed may
+    still *declare* them so (``max_parallelism = 1``), which then becomes its capabilities.
+
+    Options: building a sink parses the destination dict into ``options_class`` (see
+    :mod:`spark_jobs.sinks.options`), which happens on the Spark driver before anything is sent, so
+    a misspelt or mistyped option fails the sync up front. A sink that declares no options class (a
+    third-party sink from before typed options) keeps reading ``config.options`` as it always did;
+    its options cannot be checked, since nothing says which it reads, and ``options`` is None.
+    """
+
+    name: ClassVar[str] = ""
+    capabilities: ClassVar[SinkCapabilities] = SinkCapabilities()
+    options_class: ClassVar[type[SinkOptions] | None] = None
+    # Derived from ``capabilities`` (see the class docstring), never declared beside it.
+    batch_size: ClassVar[int]
+    max_concurrency: ClassVar[int | None]
+    max_parallelism: ClassVar[int | None]
+    wants_json: ClassVar[bool]
+    supports_delete: ClassVar[bool]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = {name: cls.__dict__[name] for name in CAPABILITY_NAMES if name in cls.__dict__}
+        if declared:
+            cls.capabilities = replace(cls.capabilities, **declared)
+        cls._expose_capabilities()
+
+    @classmethod
+    def _expose_capabilities(cls) -> None:
+        for name in CAPABILITY_NAMES:
+            setattr(cls, name, getattr(cls.capabilities, name))
 
     def __init__(self, config: SinkConfig):
         self.config = config
+        label = self.name or type(self).__name__
+        self.options = self.options_class.parse(config.destination, label) if self.options_class else None
+        if config.mode == "mirror" and not self.capabilities.supports_delete:
+            raise ConfigError(f"The {label} destination cannot delete, so it cannot take a mirror sync; "
+                              "use mode 'upsert'")
+
+    def as_batch(self, records: Sequence[ChangeRecord]) -> "ChangeBatch":
+        """``records`` as a :class:`~spark_jobs.sinks.batch.ChangeBatch` of this sink's fields (it
+        already is one when the core calls; a caller driving the sink by hand may pass records)."""
+        from spark_jobs.sinks.batch import ChangeBatch
+
+        return ChangeBatch.of(records, self.config.key_fields, self.config.fields)
 
     # --- driver side -------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
@@ -134,13 +198,16 @@ class Sink:
         """Release the connection; called even when a batch failed."""
 
 
+Sink._expose_capabilities()  # __init_subclass__ does it for every subclass; the base needs it once
+
+
 class FrameSink(Sink):
     """A destination Spark writes itself (Delta, Parquet): instead of batches on executors it receives
     the whole operations frame on the driver and applies it in one distributed Spark action, which
     is atomic where the format allows. There are no per-record rejects: the write succeeds or fails.
     """
 
-    def write_frame(self, spark, frame) -> dict[str, int]:
+    def write_frame(self, spark, frame) -> dict[str, Any]:
         """Apply ``frame`` (destination fields plus ``_op`` and ``_change``); return the stats
         (``sent``, ``inserted``, ``updated``, ``deleted``) as a :class:`~spark_jobs.sinks.core.Stats`
         dict."""
@@ -148,3 +215,4 @@ class FrameSink(Sink):
 
     def write_batch(self, records: Sequence[ChangeRecord]) -> list[Outcome]:
         raise TypeError(f"Sink {self.name!r} writes whole frames on the driver, not batches")
+

@@ -25,7 +25,7 @@ import time
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
@@ -130,11 +130,24 @@ class _WaitHonouringRetryAfter:
         return self._backoff(state)
 
 
-def send_batch(sink: Sink, batch: ChangeBatch, policy: DeliveryPolicy, stats: Stats) -> list[tuple]:
-    """Deliver one batch; return (op, change, id, reason, attempts) for each record rejected for good."""
+class Reject(NamedTuple):
+    """A record the destination refused for good, as the reject ledger records it."""
+
+    op: str
+    change: str
+    key: str
+    reason: str
+    attempts: int
+
+
+def send_batch(sink: Sink, batch: ChangeBatch, policy: DeliveryPolicy, stats: Stats) -> list[Reject]:
+    """Deliver one batch; return a :class:`Reject` for each record rejected for good."""
     pending = batch
-    rejects: list[tuple] = []
+    rejects: list[Reject] = []
     attempts = 0
+
+    def reject(i: int, reason: str) -> None:
+        rejects.append(Reject(pending.ops[i], pending.changes[i], pending.ids[i], reason, attempts))
 
     def attempt() -> None:
         nonlocal pending, attempts
@@ -155,11 +168,10 @@ def send_batch(sink: Sink, batch: ChangeBatch, policy: DeliveryPolicy, stats: St
             if outcome is None:
                 stats.delivered(ops[i], changes[i])
             elif isinstance(outcome, Rejected):
-                rejects.append((ops[i], changes[i], pending.ids[i], outcome.reason, attempts))
+                reject(i, outcome.reason)
             elif isinstance(outcome, Retry):
                 if attempts >= policy.max_attempts:
-                    rejects.append((ops[i], changes[i], pending.ids[i],
-                                    f"still failing after {attempts} attempts: {outcome.reason}", attempts))
+                    reject(i, f"still failing after {attempts} attempts: {outcome.reason}")
                 else:
                     again.append(i)
             else:
@@ -189,8 +201,8 @@ def send_batch(sink: Sink, batch: ChangeBatch, policy: DeliveryPolicy, stats: St
         ) from exc
     stats.batches += 1
     stats.rejected += len(rejects)
-    for op, *_ in rejects:
-        stats.count(op, "rejected")
+    for refused in rejects:
+        stats.count(refused.op, "rejected")
     return rejects
 
 
@@ -240,7 +252,7 @@ class _Lanes:
             self.local.lane = lane
         return lane
 
-    def send(self, batch: ChangeBatch) -> list[tuple]:
+    def send(self, batch: ChangeBatch) -> list[Reject]:
         sink, stats = self._lane()
         return send_batch(sink, batch, self.policy, stats)
 
@@ -277,7 +289,7 @@ def _partition_id() -> int | None:
 
 
 def _sent_batches(batches: Iterator[ChangeBatch], lanes: _Lanes, policy: DeliveryPolicy,
-                  limiter: RateLimiter | None) -> Iterator[list[tuple]]:
+                  limiter: RateLimiter | None) -> Iterator[list[Reject]]:
     """Send every batch, yielding each batch's rejects; up to ``concurrency`` batches in flight, at
     most twice that many read ahead (so memory stays bounded whatever the partition's size)."""
     if policy.concurrency <= 1:

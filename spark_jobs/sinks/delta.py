@@ -12,20 +12,22 @@ action — no rows travel through Python.
   new state (existing rows not touched, plus the upserted/inserted/updated rows) is written beside
   the target and swapped in by renames; on object stores the swap is not atomic, prefer Delta there.
 
-Options: ``path`` (any URI Spark can write), ``format``. The target is created from the change
-set's schema on first use; afterwards a field it lacks, or a field whose type differs, is an error
-naming the column.
+Options: :class:`DeltaOptions` — ``path`` (any URI Spark can write), ``format``. The target is
+created from the change set's schema on first use; afterwards a field it lacks, or a field whose
+type differs, is an error naming the column.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
 
-from spark_jobs.errors import ConfigError, DestinationError
+from spark_jobs.errors import DestinationError
 from spark_jobs.fs import delete, exists, rename
 from spark_jobs.sinks.base import FrameSink
-
-FORMATS = ("delta", "parquet")
+from spark_jobs.sinks.core import Stats
+from spark_jobs.sinks.options import SinkOptions, option
 
 
 def _session():
@@ -35,17 +37,21 @@ def _session():
     return SparkSession.builder.getOrCreate()
 
 
+@dataclass(frozen=True, kw_only=True)
+class DeltaOptions(SinkOptions):
+    path: str = option("where the table is published: any URI Spark can write")
+    format: Literal["delta", "parquet"] = option("the table format", "delta")
+
+
 class DeltaSink(FrameSink):
     name = "delta"
+    options_class = DeltaOptions
+    options: DeltaOptions
 
     def __init__(self, config):
         super().__init__(config)
-        self.path = config.options.get("path")
-        if not self.path:
-            raise ConfigError("The delta destination needs 'path'")
-        self.format = config.options.get("format", "delta")
-        if self.format not in FORMATS:
-            raise ConfigError(f"Unknown format {self.format!r} for the delta destination; expected one of {FORMATS}")
+        self.path = self.options.path
+        self.format = self.options.format
 
     def _target(self, spark):
         """The published table as a DataFrame, or None when nothing was published yet."""
@@ -73,22 +79,17 @@ class DeltaSink(FrameSink):
         target = self._target(_session())
         return 0 if target is None else target.count()
 
-    def write_frame(self, spark, frame) -> dict[str, int]:
-        from pyspark.sql import functions as F
-
-        stats = {"sent": 0, "inserted": 0, "updated": 0, "deleted": 0, "batches": 1, "outcomes": {}}
+    def write_frame(self, spark, frame) -> dict[str, Any]:
+        stats = Stats(batches=1)  # one Spark action: all delivered or none
         for row in frame.groupBy("_op", "_change").count().collect():  # a handful of rows
-            stats["sent"] += row["count"]
-            stats[{"insert": "inserted", "update": "updated", "delete": "deleted"}[row["_change"]]] += row["count"]
-            name = f"{row['_op']}.ok"
-            stats["outcomes"][name] = stats["outcomes"].get(name, 0) + row["count"]
+            stats.delivered(row["_op"], row["_change"], row["count"])
         fields = self.config.fields
         target = self._target(spark)
         if self.format == "delta":
             self._merge(spark, frame, fields, target is None)
         else:
             self._rewrite(spark, frame.select(*fields, "_op"), fields, target)
-        return stats
+        return asdict(stats)
 
     def _merge(self, spark, frame, fields: list[str], create: bool) -> None:
         from delta.tables import DeltaTable

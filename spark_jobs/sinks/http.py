@@ -26,20 +26,20 @@ Connection: an Airflow HTTP connection gives the base URL (``schema://host:port`
 (login/password; ``auth_type: bearer`` sends the password as a bearer token instead) and headers:
 its extras, the Airflow HttpHook convention, or an extra named ``headers``. Extras and password are
 secrets and reach the executors only through the environment.
-Options: ``url`` (full) or ``endpoint`` (joined to the connection's base URL), ``method`` (POST),
-``headers`` (non-secret ones), ``timeout`` (seconds, default 30; or ``[connect, read]``),
-``record_errors``, ``verify`` (TLS).
+Options: :class:`HttpOptions` — ``url`` (full) or ``endpoint`` (joined to the connection's base URL),
+``method``, ``headers`` (non-secret ones), ``timeout``, ``record_errors``, ``verify``.
 """
 
 from __future__ import annotations
 
 import email.utils
 import time
+from dataclasses import dataclass
 from typing import Sequence
 
 from spark_jobs.errors import ConfigError, DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, RetryableError, Sink
-from spark_jobs.sinks.batch import ChangeBatch
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, RetryableError, Sink, SinkCapabilities
+from spark_jobs.sinks.options import SinkOptions, option
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 FATAL_STATUSES = frozenset({401, 403, 404, 405})
@@ -59,22 +59,34 @@ def retry_after(value: str | None) -> float | None:
         return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
 
 
+@dataclass(frozen=True, kw_only=True)
+class HttpOptions(SinkOptions):
+    url: str | None = option("the full URL batches are sent to", None)
+    endpoint: str | None = option("path joined to the HTTP connection's base URL (instead of url)", None)
+    method: str = option("HTTP method", "POST")
+    headers: dict[str, str] | None = option("non-secret headers (secret ones belong in the connection)", None)
+    timeout: float | list[float] = option("seconds to wait for the server, or [connect, read]", 30.0)
+    record_errors: str | list[str] = option("body fields holding per-record errors ([] turns parsing off)",
+                                            factory=lambda: ["errors", "results"])
+    verify: bool | str = option("verify TLS certificates (or the path of a CA bundle)", True)
+
+
 class HttpSink(Sink):
     name = "http"
-    batch_size = 500
-    wants_json = True
+    capabilities = SinkCapabilities(wants_json=True)
+    options_class = HttpOptions
+    options: HttpOptions
 
     def __init__(self, config):
         super().__init__(config)
-        options = config.options
-        self.url = options.get("url") or self._join(options.get("endpoint"))
+        options = self.options
+        self.url = options.url or self._join(options.endpoint)
         if not self.url:
             raise ConfigError("The http destination needs 'url', or 'endpoint' with an HTTP connection")
-        self.method = str(options.get("method", "POST")).upper()
-        timeout = options.get("timeout", 30)
-        self.timeout = tuple(timeout) if isinstance(timeout, (list, tuple)) else float(timeout)
-        fields = options.get("record_errors", ["errors", "results"])
-        self.record_error_fields = [fields] if isinstance(fields, str) else list(fields or [])
+        self.method = options.method.upper()
+        self.timeout = tuple(options.timeout) if isinstance(options.timeout, list) else options.timeout
+        fields = options.record_errors
+        self.record_error_fields = [fields] if isinstance(fields, str) else fields
         self.session = None
 
     def _join(self, endpoint: str | None) -> str | None:
@@ -93,7 +105,7 @@ class HttpSink(Sink):
         headers = extra.get("headers")
         if not isinstance(headers, dict):
             headers = {k: str(v) for k, v in extra.items() if k not in NOT_HEADERS and not isinstance(v, (dict, list))}
-        return {"Content-Type": "application/json", **(self.config.options.get("headers") or {}), **headers}
+        return {"Content-Type": "application/json", **(self.options.headers or {}), **headers}
 
     def open(self) -> None:
         import requests
@@ -105,7 +117,7 @@ class HttpSink(Sink):
             session.headers["Authorization"] = f"Bearer {password}"
         elif login:
             session.auth = (login, password or "")
-        session.verify = self.config.options.get("verify", True)
+        session.verify = self.options.verify
         self.session = session
 
     def close(self) -> None:
@@ -118,7 +130,7 @@ class HttpSink(Sink):
         vectorised string join per batch, no per-record serialisation in Python."""
         import pyarrow.compute as pc
 
-        table = ChangeBatch.of(records, self.config.key_fields, self.config.fields).table
+        table = self.as_batch(records).table
         items = pc.binary_join_element_wise('{"op":"', table["_op"], '","key":', table["_key_json"], ',"data":',
                                             table["_data_json"], "}", "")
         return ('{"records":[' + ",".join(items.to_pylist()) + "]}").encode()

@@ -37,18 +37,19 @@ delivery reports arrive for failures only (``delivery.report.only.error``).
 Connection: ``bootstrap_servers`` from the options, else the Airflow Kafka connection's extras (the
 client config, e.g. ``bootstrap.servers``, SASL settings — secrets) or its host:port; login/password
 become ``sasl.username``/``sasl.password``.
-Options: ``topic``, ``producer_config`` (non-secret librdkafka settings), ``create_topic``
-(``{"partitions": 3, "replication_factor": 1}`` creates a missing topic; by default a missing topic
-is an error), ``flush_timeout`` (seconds, default 60).
+Options: :class:`KafkaOptions` — ``topic``, ``bootstrap_servers``, ``producer_config`` (non-secret
+librdkafka settings), ``create_topic`` (``{"partitions": 3, "replication_factor": 1}`` creates a
+missing topic; by default a missing topic is an error), ``flush_timeout``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from spark_jobs.errors import ConfigError, DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, RetryableError, Sink
-from spark_jobs.sinks.batch import ChangeBatch
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, RetryableError, Sink, SinkCapabilities
+from spark_jobs.sinks.options import SinkOptions, option
 
 PRODUCER_DEFAULTS = {
     "acks": "all",
@@ -67,26 +68,38 @@ PRODUCER_DEFAULTS = {
 }
 
 
+@dataclass(frozen=True, kw_only=True)
+class KafkaOptions(SinkOptions):
+    topic: str = option("the topic the changes are published to")
+    bootstrap_servers: str | None = option("the brokers (host:port,…), when the connection names none", None)
+    producer_config: dict[str, Any] | None = option("non-secret librdkafka producer settings", None)
+    create_topic: bool | dict[str, Any] = option("create a missing topic: true, or {partitions, replication_factor, "
+                                                 "config}", False)
+    flush_timeout: float = option("seconds to wait for a batch's acknowledgements", 60.0)
+
+
 class KafkaSink(Sink):
     name = "kafka"
-    batch_size = 50000  # each batch ends in a flush that drains the producer's pipeline: keep them few
-    max_concurrency = 1  # the producer pipelines by itself; more threads would only add producers
-    wants_json = True
+    capabilities = SinkCapabilities(
+        batch_size=50000,  # each batch ends in a flush that drains the producer's pipeline: keep them few
+        max_concurrency=1,  # the producer pipelines by itself; more threads would only add producers
+        wants_json=True,
+    )
+    options_class = KafkaOptions
+    options: KafkaOptions
 
     def __init__(self, config):
         super().__init__(config)
-        self.topic = config.options.get("topic")
-        if not self.topic:
-            raise ConfigError("The kafka destination needs 'topic'")
-        self.flush_timeout = float(config.options.get("flush_timeout", 60))
+        self.topic = self.options.topic
+        self.flush_timeout = self.options.flush_timeout
         self.producer = None
         self.failed: list[tuple[bytes, Any]] = []
 
     def client_config(self) -> dict[str, Any]:
         conn = self.config.connection
         config = {k: v for k, v in self.config.connection_extra().items() if "." in k}
-        if self.config.options.get("bootstrap_servers"):
-            config["bootstrap.servers"] = self.config.options["bootstrap_servers"]
+        if self.options.bootstrap_servers:
+            config["bootstrap.servers"] = self.options.bootstrap_servers
         elif "bootstrap.servers" not in config and conn.get("host"):
             config["bootstrap.servers"] = f"{conn['host']}:{conn.get('port') or 9092}"
         if "bootstrap.servers" not in config:
@@ -109,7 +122,7 @@ class KafkaSink(Sink):
             raise DestinationError(f"Kafka brokers {self.client_config()['bootstrap.servers']} unreachable: {exc}") from exc
         if self.topic in topics and topics[self.topic].error is None:
             return
-        create = self.config.options.get("create_topic")
+        create = self.options.create_topic
         if not create:
             raise DestinationError(f"Kafka topic {self.topic!r} does not exist; create it (a compacted topic suits "
                                    "an upsert stream) or pass create_topic={'partitions': N}")
@@ -128,7 +141,7 @@ class KafkaSink(Sink):
     def open(self) -> None:
         from confluent_kafka import Producer
 
-        config = {**PRODUCER_DEFAULTS, **self.client_config(), **(self.config.options.get("producer_config") or {}),
+        config = {**PRODUCER_DEFAULTS, **self.client_config(), **(self.options.producer_config or {}),
                   "on_delivery": self._delivered}
         self.producer = Producer(config)
 
@@ -145,7 +158,7 @@ class KafkaSink(Sink):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        table = ChangeBatch.of(records, self.config.key_fields, self.config.fields).table
+        table = self.as_batch(records).table
         keys = table["_key_json"].to_pylist()
         tombstone = pc.equal(table["_op"], "delete")
         values = pc.if_else(tombstone, pa.scalar(None, pa.string()), table["_data_json"]).to_pylist()

@@ -20,7 +20,9 @@ column without a default is left out. Each failure names the column.
 
 Connection: the Airflow Postgres connection's host, port, login and schema (the database), its
 password and its libpq extras (``sslmode``, ``connect_timeout``, …) from the secrets.
-Options: ``table`` (``schema.table`` or ``table``), ``create_table`` (default true).
+Options: :class:`PostgresOptions`. Table creation, the missing-column and NOT NULL checks, quoting and
+the ``ON CONFLICT`` shapes are the shared SQL ones (:mod:`spark_jobs.sinks.sql`); the type check and
+the unique-index check are Postgres's own.
 """
 
 from __future__ import annotations
@@ -28,11 +30,15 @@ from __future__ import annotations
 import io
 import json
 import uuid
-from typing import Any, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Sequence
 
 from spark_jobs.errors import ConfigError, DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, RetryableError, Sink
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, RetryableError, SinkCapabilities
 from spark_jobs.sinks.batch import ChangeBatch
+from spark_jobs.sinks.options import option
+from spark_jobs.sinks.sql import Column, SqlOptions, SqlSink, column_list, equal, insert, quote, spark_family
 
 #: libpq parameters an Airflow Postgres connection's extras may carry; other extras (cursor, iam…)
 #: are Airflow's own and not for the driver.
@@ -46,10 +52,6 @@ TRANSIENT_CODES = ("40001", "40P01", "55P03")
 #: Classes whose errors belong to individual records: data exceptions and integrity violations.
 RECORD_CLASSES = ("22", "23")
 
-CREATE_TYPES = {"int": "integer", "bigint": "bigint", "smallint": "smallint", "tinyint": "smallint",
-                "boolean": "boolean", "double": "double precision", "float": "real", "string": "text",
-                "binary": "bytea", "date": "date", "timestamp": "timestamptz", "timestamp_ntz": "timestamp"}
-
 # Which Postgres column types accept which Spark types; anything else is a schema mismatch.
 _NUMERIC_SPARK = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 _PG_FAMILIES = {
@@ -62,24 +64,14 @@ _PG_FAMILIES = {
 }
 
 
-def _spark_family(spark_type: str) -> str:
-    return spark_type.split("(")[0].split("<")[0]
-
-
 def compatible(pg_type: str, spark_type: str) -> bool:
     """Can a column of ``pg_type`` take values of ``spark_type``? Text-like columns (text, varchar,
     uuid, enums…) take anything; the others only the Spark types that map onto them."""
-    family = _spark_family(spark_type)
+    family = spark_family(spark_type)
     for pg_types, spark_types in _PG_FAMILIES.values():
         if pg_type in pg_types:
             return family in spark_types
     return True
-
-
-def _create_type(spark_type: str) -> str:
-    if spark_type.startswith("decimal"):
-        return spark_type.replace("decimal", "numeric")
-    return CREATE_TYPES.get(spark_type, "jsonb")
 
 
 def _csv_ready(column):
@@ -120,17 +112,24 @@ def _sqlstate(exc: BaseException) -> str:
     return getattr(exc, "pgcode", None) or ""
 
 
-class PostgresSink(Sink):
+@dataclass(frozen=True, kw_only=True)
+class PostgresOptions(SqlOptions):
+    table: str = option("the destination table: table, or schema.table")
+    database: str | None = option("the database, when the connection names none", None)
+
+
+class PostgresSink(SqlSink):
     name = "postgres"
-    batch_size = 20000  # one COPY + one set-based statement per batch: fewer, bigger transactions
+    # one COPY + one set-based statement per batch: fewer, bigger transactions
+    capabilities = SinkCapabilities(batch_size=20000)
+    dialect = "postgres"
+    label = "Postgres"
+    schema_qualified = True
+    options_class = PostgresOptions
+    options: PostgresOptions
 
     def __init__(self, config):
         super().__init__(config)
-        table = config.options.get("table")
-        if not table:
-            raise ConfigError("The postgres destination needs 'table' (table or schema.table)")
-        schema, _, name = table.rpartition(".")
-        self.schema, self.table = schema or None, name
         self.conn = None
         self.stage = f"aretl_stage_{uuid.uuid4().hex[:8]}"
 
@@ -147,106 +146,59 @@ class PostgresSink(Sink):
         params.setdefault("application_name", "airflow-reverse-etl")
         try:
             return psycopg2.connect(host=conn_info["host"], port=conn_info.get("port") or 5432,
-                                    dbname=conn_info.get("schema") or self.config.options.get("database") or "postgres",
+                                    dbname=conn_info.get("schema") or self.options.database or "postgres",
                                     user=conn_info.get("login"), password=self.config.password, **params)
         except psycopg2.OperationalError as exc:
             raise RetryableError(f"cannot connect to Postgres at {conn_info['host']}:{conn_info.get('port')}: "
                                  f"{str(exc).strip()}") from exc
 
-    def _driver_connection(self):
+    # --- driver side --------------------------------------------------------------------------
+    @contextmanager
+    def driver_cursor(self) -> Iterator:
         """On the driver an unreachable database fails the sync at once, before anything is sent."""
         try:
-            return self._connect()
+            conn = self._connect()
         except RetryableError as exc:
             raise DestinationError(str(exc)) from exc
+        try:
+            with conn, conn.cursor() as cur:
+                yield cur
+        finally:
+            conn.close()
 
-    def _qualified(self):
-        from psycopg2 import sql
-
-        return sql.Identifier(self.schema, self.table) if self.schema else sql.Identifier(self.table)
-
-    def _describe(self, cur) -> dict[str, dict[str, Any]]:
+    def describe(self, cur) -> dict[str, Column]:
         cur.execute(
             "SELECT column_name, data_type, is_nullable = 'YES', column_default IS NOT NULL OR is_identity = 'YES' "
             "OR is_generated = 'ALWAYS' FROM information_schema.columns "
             "WHERE table_schema = coalesce(%s, current_schema()) AND table_name = %s ORDER BY ordinal_position",
             (self.schema, self.table),
         )
-        return {name: {"type": t, "nullable": nullable, "default": default} for name, t, nullable, default in cur}
+        return {name: Column(kind, nullable, default) for name, kind, nullable, default in cur}
+
+    def check_table(self, cur, columns: dict[str, Column], schema: dict[str, str]) -> None:
+        for field, spark_type in schema.items():
+            pg_type = columns[field].type
+            if not compatible(pg_type, spark_type):
+                raise DestinationError(
+                    f"Column {field!r} of Postgres table {self.table_name()} is {pg_type}, which cannot take the "
+                    f"change set's {spark_type} values; change the column type or map another field to it."
+                )
+        if self.config.mode != "update" and not self._has_unique_key(cur):
+            raise DestinationError(
+                f"Postgres table {self.table_name()} has no primary key or unique index on exactly "
+                f"{self.config.key_fields}, which INSERT … ON CONFLICT needs; add one "
+                f"(ALTER TABLE … ADD PRIMARY KEY ({', '.join(self.config.key_fields)}))."
+            )
 
     def _has_unique_key(self, cur) -> bool:
         cur.execute(
             "SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_index i "
             "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
             "WHERE i.indrelid = to_regclass(%s) AND i.indisunique AND i.indpred IS NULL GROUP BY i.indexrelid",
-            (self._qualified().as_string(cur),),
+            (self.target,),
         )
         wanted = sorted(self.config.key_fields)
         return any(sorted(row[0]) == wanted for row in cur)
-
-    # --- driver side --------------------------------------------------------------------------
-    def prepare(self, schema: dict[str, str]) -> None:
-        from psycopg2 import sql
-
-        conn = self._driver_connection()
-        try:
-            with conn, conn.cursor() as cur:
-                columns = self._describe(cur)
-                if not columns:
-                    if not self.config.options.get("create_table", True):
-                        raise DestinationError(f"Postgres table {self._name()} does not exist (create_table is off)")
-                    cols = sql.SQL(", ").join(
-                        sql.SQL("{} {}").format(sql.Identifier(f), sql.SQL(_create_type(t))) for f, t in schema.items())
-                    pk = sql.SQL(", ").join(map(sql.Identifier, self.config.key_fields))
-                    cur.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({}))").format(
-                        self._qualified(), cols, pk))
-                    return
-                self._check_columns(columns, schema)
-                if self.config.mode != "update" and not self._has_unique_key(cur):
-                    raise DestinationError(
-                        f"Postgres table {self._name()} has no primary key or unique index on exactly "
-                        f"{self.config.key_fields}, which INSERT … ON CONFLICT needs; add one "
-                        f"(ALTER TABLE … ADD PRIMARY KEY ({', '.join(self.config.key_fields)}))."
-                    )
-        finally:
-            conn.close()
-
-    def _name(self) -> str:
-        return f"{self.schema}.{self.table}" if self.schema else self.table
-
-    def _check_columns(self, columns: dict[str, dict[str, Any]], schema: dict[str, str]) -> None:
-        missing = [f for f in schema if f not in columns]
-        if missing:
-            raise DestinationError(
-                f"Postgres table {self._name()} has no column(s) {missing}; its columns are {list(columns)}. "
-                "Add them or change field_mapping."
-            )
-        for field, spark_type in schema.items():
-            pg_type = columns[field]["type"]
-            if not compatible(pg_type, spark_type):
-                raise DestinationError(
-                    f"Column {field!r} of Postgres table {self._name()} is {pg_type}, which cannot take the "
-                    f"change set's {spark_type} values; change the column type or map another field to it."
-                )
-        if self.config.mode in ("upsert", "insert", "mirror"):
-            required = [c for c, info in columns.items()
-                        if not info["nullable"] and not info["default"] and c not in schema]
-            if required:
-                raise DestinationError(
-                    f"Postgres table {self._name()} has NOT NULL column(s) {required} without a default that "
-                    "the sync does not fill; map a source column or a constant to them."
-                )
-
-    def count(self) -> int | None:
-        from psycopg2 import sql
-
-        conn = self._driver_connection()
-        try:
-            with conn, conn.cursor() as cur:
-                cur.execute(sql.SQL("SELECT count(*) FROM {}").format(self._qualified()))
-                return cur.fetchone()[0]
-        finally:
-            conn.close()
 
     # --- executor side ------------------------------------------------------------------------
     def open(self) -> None:
@@ -258,61 +210,46 @@ class PostgresSink(Sink):
             self.conn = None
 
     def _ready_connection(self):
-        from psycopg2 import sql
-
         if self.conn is not None and not self.conn.closed:
             return self.conn
         self.conn = self._connect()
-        fields = sql.SQL(", ").join(map(sql.Identifier, self.config.fields))
         with self.conn, self.conn.cursor() as cur:
-            cur.execute(sql.SQL(
-                "CREATE TEMP TABLE {} ON COMMIT DELETE ROWS AS SELECT {} FROM {} WITH NO DATA"
-            ).format(sql.Identifier(self.stage), fields, self._qualified()))
-            cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN _aretl_op text").format(sql.Identifier(self.stage)))
+            cur.execute(f"CREATE TEMP TABLE {quote(self.stage)} ON COMMIT DELETE ROWS AS "
+                        f"SELECT {column_list(self.config.fields)} FROM {self.target} WITH NO DATA")
+            cur.execute(f"ALTER TABLE {quote(self.stage)} ADD COLUMN _aretl_op text")
         return self.conn
 
-    def _statements(self, ops: set[str]):
-        from psycopg2 import sql
-
-        target, stage = self._qualified(), sql.Identifier(self.stage)
-        keys = self.config.key_fields
-        values = [f for f in self.config.fields if f not in keys]
-        cols = sql.SQL(", ").join(map(sql.Identifier, self.config.fields))
-        conflict = sql.SQL(", ").join(map(sql.Identifier, keys))
-        on_key = sql.SQL(" AND ").join(sql.SQL("t.{0} = s.{0}").format(sql.Identifier(k)) for k in keys)
-        if "upsert" in ops:
-            action = (sql.SQL("DO UPDATE SET ") + sql.SQL(", ").join(
-                sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(v)) for v in values)) if values else sql.SQL("DO NOTHING")
-            yield sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} WHERE _aretl_op = 'upsert' ON CONFLICT ({}) {}").format(
-                target, cols, cols, stage, conflict, action)
-        if "insert" in ops:
-            yield sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} WHERE _aretl_op = 'insert' ON CONFLICT ({}) DO NOTHING").format(
-                target, cols, cols, stage, conflict)
+    def _statements(self, ops: set[str]) -> Iterator[str]:
+        """The set-based statements that apply the staged batch's operations to the target."""
+        target, stage = self.target, quote(self.stage)
+        keys, fields = self.config.key_fields, self.config.fields
+        values = [f for f in fields if f not in keys]
+        on_key = " AND ".join(equal(keys, lambda k: f"s.{quote(k)}", prefix="t."))
+        for op in ("upsert", "insert"):
+            if op in ops:
+                rows = f"SELECT {column_list(fields)} FROM {stage} WHERE _aretl_op = '{op}'"
+                yield insert(target, fields, keys, rows, op)
         if "update" in ops and values:
-            assignments = sql.SQL(", ").join(sql.SQL("{0} = s.{0}").format(sql.Identifier(v)) for v in values)
-            yield sql.SQL("UPDATE {} AS t SET {} FROM {} AS s WHERE s._aretl_op = 'update' AND {}").format(
-                target, assignments, stage, on_key)
+            assignments = ", ".join(equal(values, lambda f: f"s.{quote(f)}"))
+            yield (f"UPDATE {target} AS t SET {assignments} FROM {stage} AS s "
+                   f"WHERE s._aretl_op = 'update' AND {on_key}")
         if "delete" in ops:
-            yield sql.SQL("DELETE FROM {} AS t USING {} AS s WHERE s._aretl_op = 'delete' AND {}").format(
-                target, stage, on_key)
+            yield f"DELETE FROM {target} AS t USING {stage} AS s WHERE s._aretl_op = 'delete' AND {on_key}"
 
     def _apply(self, batch: ChangeBatch) -> None:
-        from psycopg2 import sql
-
         fields = self.config.fields
         body = io.BytesIO(copy_csv(batch.table.select([*fields, "_op"])))
         conn = self._ready_connection()
         with conn, conn.cursor() as cur:
-            copy = sql.SQL("COPY {} ({}, _aretl_op) FROM STDIN WITH (FORMAT csv)").format(
-                sql.Identifier(self.stage), sql.SQL(", ").join(map(sql.Identifier, fields)))
-            cur.copy_expert(copy.as_string(cur), body)
+            cur.copy_expert(f"COPY {quote(self.stage)} ({column_list(fields)}, _aretl_op) FROM STDIN WITH (FORMAT csv)",
+                            body)
             for statement in self._statements(set(batch.ops)):
                 cur.execute(statement)
 
     def write_batch(self, records: Sequence[ChangeRecord]) -> list[Outcome]:
         import psycopg2
 
-        records = ChangeBatch.of(records, self.config.key_fields, self.config.fields)
+        records = self.as_batch(records)
         try:
             self._apply(records)
             return [None] * len(records)
@@ -328,4 +265,5 @@ class PostgresSink(Sink):
                     return [Rejected(f"postgres {state}: {message}")]
                 middle = len(records) // 2
                 return self.write_batch(records[:middle]) + self.write_batch(records[middle:])
-            raise DestinationError(f"Postgres refused the batch for table {self._name()} ({state}): {message}") from exc
+            raise DestinationError(f"Postgres refused the batch for table {self.table_name()} ({state}): "
+                                   f"{message}") from exc

@@ -5,8 +5,8 @@ Writes a batch in one transaction with ``executemany`` (``INSERT … ON CONFLICT
 constraint, it is replayed record by record to find the offenders, which are rejected with SQLite's
 message; the rest are delivered. A locked database is transient and retried by the core.
 
-Options: ``database`` (file path), ``table``, ``create_table`` (default true: create it from the change
-set's schema with the key as PRIMARY KEY when missing).
+Options: :class:`SqliteOptions`. Table creation and the driver-side checks are the shared SQL ones
+(:mod:`spark_jobs.sinks.sql`).
 """
 
 from __future__ import annotations
@@ -14,19 +14,18 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import itertools
+import json
 import os
 import sqlite3
-from typing import Any, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Iterator, Sequence
 
-from spark_jobs.errors import ConfigError, DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, RetryableError, Sink
-
-SQLITE_TYPES = {"int": "INTEGER", "bigint": "INTEGER", "smallint": "INTEGER", "tinyint": "INTEGER",
-                "boolean": "INTEGER", "double": "REAL", "float": "REAL", "string": "TEXT", "binary": "BLOB"}
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+from spark_jobs.errors import DestinationError
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, RetryableError, SinkCapabilities
+from spark_jobs.sinks.options import option
+from spark_jobs.sinks.sql import Column, SqlOptions, SqlSink, equal, insert
 
 
 def _adapt(value: Any) -> Any:
@@ -35,22 +34,26 @@ def _adapt(value: Any) -> Any:
     if isinstance(value, decimal.Decimal):
         return str(value)
     if isinstance(value, (list, dict)):
-        import json
-
         return json.dumps(value, default=str)
     return value
 
 
-class SqliteSink(Sink):
+@dataclass(frozen=True, kw_only=True)
+class SqliteOptions(SqlOptions):
+    database: str = option("path of the database file (created when missing)")
+
+
+class SqliteSink(SqlSink):
     name = "sqlite"
-    max_parallelism = 1  # one writer per database file
+    capabilities = SinkCapabilities(max_parallelism=1)  # one writer per database file
+    dialect = "sqlite"
+    label = "SQLite"
+    options_class = SqliteOptions
+    options: SqliteOptions
 
     def __init__(self, config):
         super().__init__(config)
-        self.database = config.options.get("database")
-        self.table = config.options.get("table")
-        if not self.database or not self.table:
-            raise ConfigError("The sqlite destination needs 'database' and 'table'")
+        self.database = self.options.database
         self.conn: sqlite3.Connection | None = None
 
     def _connect(self) -> sqlite3.Connection:
@@ -58,33 +61,21 @@ class SqliteSink(Sink):
         conn.execute("PRAGMA journal_mode=WAL")
         return conn
 
-    def _columns(self, conn) -> list[str]:
-        return [row[1] for row in conn.execute(f"PRAGMA table_info({_quote(self.table)})")]
-
-    def prepare(self, schema: dict[str, str]) -> None:
+    # --- driver side --------------------------------------------------------------------------
+    @contextmanager
+    def driver_cursor(self) -> Iterator[sqlite3.Cursor]:
         os.makedirs(os.path.dirname(os.path.abspath(self.database)), exist_ok=True)
-        with self._connect() as conn:
-            existing = self._columns(conn)
-            if not existing:
-                if not self.config.options.get("create_table", True):
-                    raise DestinationError(f"SQLite table {self.table!r} does not exist in {self.database}")
-                cols = ", ".join(f"{_quote(f)} {SQLITE_TYPES.get(t, 'TEXT')}" for f, t in schema.items())
-                pk = ", ".join(_quote(k) for k in self.config.key_fields)
-                conn.execute(f"CREATE TABLE IF NOT EXISTS {_quote(self.table)} ({cols}, PRIMARY KEY ({pk}))")
-                return
-            missing = [f for f in schema if f not in existing]
-            if missing:
-                raise DestinationError(
-                    f"SQLite table {self.table!r} has no column(s) {missing}; its columns are {existing}. "
-                    "Add them or change field_mapping."
-                )
+        conn = self._connect()  # autocommit: each statement is its own transaction
+        try:
+            yield conn.cursor()
+        finally:
+            conn.close()
 
-    def count(self) -> int | None:
-        with self._connect() as conn:
-            if not self._columns(conn):
-                return 0
-            return conn.execute(f"SELECT count(*) FROM {_quote(self.table)}").fetchone()[0]
+    def describe(self, cur) -> dict[str, Column]:
+        return {name: Column(kind.lower(), nullable=not notnull, has_default=default is not None)
+                for _, name, kind, notnull, default, _ in cur.execute(f"PRAGMA table_info({self.target})")}
 
+    # --- executor side ------------------------------------------------------------------------
     def open(self) -> None:
         self.conn = self._connect()
 
@@ -93,29 +84,25 @@ class SqliteSink(Sink):
             self.conn.close()
             self.conn = None
 
+    @cached_property
+    def _shapes(self) -> dict[str, tuple[str, list[str]]]:
+        """Per operation: the statement, and the fields whose values it takes, in order."""
+        keys, fields = self.config.key_fields, self.config.fields
+        # a table of key columns only has nothing else to set: an update sets the key to itself
+        settable = [f for f in fields if f not in keys] or keys
+        where = " AND ".join(equal(keys, lambda _: "?"))
+        marks = f"VALUES ({', '.join('?' for _ in fields)})"
+        return {
+            "upsert": (insert(self.target, fields, keys, marks, "upsert"), fields),
+            "insert": (insert(self.target, fields, keys, marks, "insert"), fields),
+            "update": (f"UPDATE {self.target} SET {', '.join(equal(settable, lambda _: '?'))} WHERE {where}",
+                       [*settable, *keys]),
+            "delete": (f"DELETE FROM {self.target} WHERE {where}", keys),
+        }
+
     def _statement(self, record: ChangeRecord) -> tuple[str, tuple]:
-        table = _quote(self.table)
-        keys = list(record.key)
-        where = " AND ".join(f"{_quote(k)} = ?" for k in keys)
-        key_values = tuple(_adapt(record.key[k]) for k in keys)
-        if record.op == "delete":
-            return f"DELETE FROM {table} WHERE {where}", key_values
-        fields = list(record.data)
-        values = tuple(_adapt(record.data[f]) for f in fields)
-        if record.op == "update":
-            settable = [f for f in fields if f not in record.key]
-            assignments = ", ".join(f"{_quote(f)} = ?" for f in settable)
-            params = tuple(_adapt(record.data[f]) for f in settable) + key_values
-            return f"UPDATE {table} SET {assignments} WHERE {where}", params
-        cols = ", ".join(_quote(f) for f in fields)
-        marks = ", ".join("?" for _ in fields)
-        conflict = ", ".join(_quote(k) for k in keys)
-        if record.op == "insert":
-            action = "DO NOTHING"
-        else:
-            updates = ", ".join(f"{_quote(f)} = excluded.{_quote(f)}" for f in fields if f not in record.key)
-            action = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
-        return f"INSERT INTO {table} ({cols}) VALUES ({marks}) ON CONFLICT ({conflict}) {action}", values
+        sql, names = self._shapes[record.op]
+        return sql, tuple(_adapt(record.data[n]) for n in names)
 
     def write_batch(self, records: Sequence[ChangeRecord]) -> list[Outcome]:
         statements = [self._statement(r) for r in records]
@@ -146,4 +133,3 @@ class SqliteSink(Sink):
             return None
         except (sqlite3.IntegrityError, sqlite3.DataError) as exc:
             return Rejected(f"sqlite: {exc}")
-
