@@ -38,15 +38,18 @@ def load_job(name: str):
 
 
 def run(spark, spec: dict) -> dict:
-    """Run one job in an existing session; the result always has a ``status``."""
+    """Run one job in an existing session (classic or Spark Connect); the result always has a
+    ``status`` and says where the job ran."""
     from spark_jobs.errors import JobError
+    from spark_jobs.session import running_in
 
     started = time.monotonic()
     try:
-        result = load_job(spec.get("job", ""))(spark, spec)
-        from spark_jobs.lineage import record_run
+        with running_in(spark):
+            result = load_job(spec.get("job", ""))(spark, spec)
+            from spark_jobs.lineage import record_run
 
-        record_run(spark, spec, result, time.monotonic() - started)  # after success only: a failed job leaves no lineage row
+            record_run(spark, spec, result, time.monotonic() - started)  # after success only: a failed job leaves no lineage row
         result["status"] = "success"
     except JobError as exc:
         result = {"status": "failed", "error": {"type": type(exc).__name__, "message": str(exc)}}
@@ -55,7 +58,15 @@ def run(spark, spec: dict) -> dict:
                                                 "traceback": traceback.format_exc(limit=20)}}
     result["job"] = spec.get("job")
     result["duration_s"] = round(time.monotonic() - started, 3)
+    result["spark"] = where(spark)
     return result
+
+
+def where(spark) -> dict:
+    """Where the job ran, so the task's XCom and log point at the Spark application (and its UI):
+    read from the session's configuration, which classic and Spark Connect sessions both answer."""
+    return {"master": spark.conf.get("spark.master", None), "application_id": spark.conf.get("spark.app.id", None),
+            "deploy_mode": spark.conf.get("spark.submit.deployMode", "client")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,10 +83,6 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     spec = json.loads(read_text(spark, args.spec))
     result = run(spark, spec)
-    # Where the job ran, so the task's XCom and log point at the cluster application (and its UI).
-    context = spark.sparkContext
-    result["spark"] = {"master": context.master, "application_id": context.applicationId,
-                       "deploy_mode": context.getConf().get("spark.submit.deployMode", "client")}
     write_text(spark, args.result, json.dumps(result, default=str, indent=2))
     print(f"airflow-reverse-etl: job {spec.get('job')} {result['status']} in {result['duration_s']}s")
     spark.stop()

@@ -18,7 +18,8 @@ from typing import Any, Iterator
 from spark_jobs.consumers import TABLE as CONSUMERS, DDL as CONSUMERS_DDL
 from spark_jobs.errors import ConfigError
 from spark_jobs.keys import require_columns
-from spark_jobs.lake import Warehouse, commit_metadata, ensure_system_table, history, is_delta_table, table_ref
+from spark_jobs.lake import (Warehouse, commit_metadata, delta_path, ensure_system_table, history, is_delta_table,
+                             table_ref)
 from spark_jobs.savepoints import savepointed_versions
 from spark_jobs.timetravel import table_rel
 
@@ -65,8 +66,6 @@ def effective_retention_hours(spark, uri: str, floor: int | None, retain_hours: 
 def run_maintenance(spark, spec: dict[str, Any]) -> dict[str, Any]:
     """Spec: ``table``; ``zorder_by`` (columns; implies OPTIMIZE); ``optimize`` (bool);
     ``vacuum`` (bool); ``retain_hours`` (default 168); ``margin_s`` (default 300)."""
-    from delta.tables import DeltaTable
-
     wh = Warehouse(spec["warehouse"])
     rel = table_rel(spec.get("table"))
     uri = wh.uri(rel)
@@ -76,15 +75,15 @@ def run_maintenance(spark, spec: dict[str, Any]) -> dict[str, Any]:
     retain = float(spec.get("retain_hours", DEFAULT_RETAIN_HOURS))
     if retain < 0:
         raise ConfigError(f"Maintenance: retain_hours must be >= 0, got {retain}")
-    table = DeltaTable.forPath(spark, uri)
     before = history(spark, uri, 1)[0]["version"]
     result: dict[str, Any] = {"table": rel, "uri": uri, "optimized": None, "vacuumed": None}
 
     if zorder or spec.get("optimize"):
-        require_columns(table.toDF().columns, zorder, f"Maintenance of {rel}: zorder_by column(s)")
+        columns = spark.read.format("delta").load(uri).columns
+        require_columns(columns, zorder, f"Maintenance of {rel}: zorder_by column(s)")
+        zorder_clause = f" ZORDER BY ({', '.join(f'`{c}`' for c in zorder)})" if zorder else ""
         with commit_metadata(spark, {"job": "maintenance", "run_id": spec.get("run_id")}):
-            builder = table.optimize()
-            metrics = (builder.executeZOrderBy(*zorder) if zorder else builder.executeCompaction()).first()
+            metrics = spark.sql(f"OPTIMIZE {delta_path(uri)}{zorder_clause}").first()
         m = metrics["metrics"]
         result["optimized"] = {"zorder_by": zorder, "files_added": int(m["numFilesAdded"]),
                                "files_removed": int(m["numFilesRemoved"])}

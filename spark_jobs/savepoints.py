@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from spark_jobs.lake import Warehouse, ensure_system_table, retry_on_conflict, table_ref
+from spark_jobs.lake import Warehouse, ensure_system_table, merge_into, retry_on_conflict, table_ref
 from spark_jobs.timetravel import table_rel, target_version
 
 TABLE = "savepoints"
@@ -27,8 +27,6 @@ def savepointed_versions(spark, wh: Warehouse, rel: str) -> list[int]:
 
 def run_savepoint(spark, spec: dict[str, Any]) -> dict[str, Any]:
     """Savepoint ``version`` or the version of ``target_logical_date`` of ``table`` (idempotent)."""
-    from delta.tables import DeltaTable
-
     wh = Warehouse(spec["warehouse"])
     rel = table_rel(spec.get("table"))
     entry = target_version(spark, wh.uri(rel), spec)
@@ -41,9 +39,8 @@ def run_savepoint(spark, spec: dict[str, Any]) -> dict[str, Any]:
 
     @retry_on_conflict
     def _upsert():
-        (DeltaTable.forPath(spark, uri).alias("t")
-         .merge(row.alias("s"), "t.table = s.table AND t.version = s.version")
-         .whenMatchedUpdate(set={"name": "s.name"}).whenNotMatchedInsertAll().execute())
+        merge_into(spark, uri, row, "t.table = s.table AND t.version = s.version",
+                   "WHEN MATCHED THEN UPDATE SET name = s.name", "WHEN NOT MATCHED THEN INSERT *")
 
     _upsert()
     return {"table": rel, "version": entry["version"], "logical_date": date, "savepoint": name,

@@ -8,8 +8,11 @@ benchmarks build an in-process session through :func:`build_session` with the ja
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import glob
 import os
+from typing import Iterator
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -57,3 +60,42 @@ def build_session(
     for key, value in {**DELTA_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def connect_session(url: str):
+    """A new Spark Connect session of the server at ``url`` (``sc://host:port``), with Delta's
+    exception classes registered for it. The server must have the Delta extension and catalog on
+    (scripts/services/spark_connect.sh starts one)."""
+    import delta.connect.exceptions  # noqa: F401  (registers the conversion of Delta's errors)
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.remote(url).create()
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext, RDDs or py4j behind it)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect.")
+
+
+_job_session: contextvars.ContextVar = contextvars.ContextVar("aretl_job_session", default=None)
+
+
+@contextlib.contextmanager
+def running_in(spark) -> Iterator[None]:
+    """Make ``spark`` the session :func:`current_session` returns in this thread while a job runs."""
+    token = _job_session.set(spark)
+    try:
+        yield
+    finally:
+        _job_session.reset(token)
+
+
+def current_session():
+    """The session of the job running in this thread, for driver-side code that is not handed one
+    (a sink's prepare/count). Outside a job (in-process tests): the classic get-or-create."""
+    spark = _job_session.get()
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.getOrCreate()

@@ -29,10 +29,10 @@ FORMATS = ("delta", "parquet")
 
 
 def _session():
-    """The driver's session (prepare and count run on the driver, in whatever thread runs the job)."""
-    from pyspark.sql import SparkSession
+    """The job's session (prepare and count run on the driver, in the thread that runs the job)."""
+    from spark_jobs.session import current_session
 
-    return SparkSession.builder.getOrCreate()
+    return current_session()
 
 
 class DeltaSink(FrameSink):
@@ -91,10 +91,7 @@ class DeltaSink(FrameSink):
         return stats
 
     def _merge(self, spark, frame, fields: list[str], create: bool) -> None:
-        from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
-
-        from spark_jobs.lake import retry_on_conflict
+        from spark_jobs.lake import assignments, insert_values, merge_into, retry_on_conflict
 
         if create:
             frame.select(*fields).limit(0).write.format("delta").mode("append").save(self.path)
@@ -104,14 +101,10 @@ class DeltaSink(FrameSink):
 
         @retry_on_conflict
         def merge():
-            (
-                DeltaTable.forPath(spark, self.path).alias("t")
-                .merge(frame.select(*fields, "_op").alias("s"), condition)
-                .whenMatchedDelete(condition=F.col("s._op") == "delete")
-                .whenMatchedUpdate(condition=F.col("s._op").isin("upsert", "update"), set=values)
-                .whenNotMatchedInsert(condition=F.col("s._op").isin("upsert", "insert"), values=values)
-                .execute()
-            )
+            merge_into(spark, self.path, frame.select(*fields, "_op"), condition,
+                       "WHEN MATCHED AND s._op = 'delete' THEN DELETE",
+                       "WHEN MATCHED AND s._op IN ('upsert', 'update') THEN UPDATE SET " + assignments(values),
+                       "WHEN NOT MATCHED AND s._op IN ('upsert', 'insert') THEN INSERT " + insert_values(values))
 
         merge()
 
