@@ -15,6 +15,9 @@ import pytest
 # closed the streams its handlers write to: a "--- Logging error ---" traceback after every green run.
 logging.getLogger("py4j.clientserver").setLevel(logging.WARNING)
 
+# Session fixtures of the real services, available to every test module.
+pytest_plugins = ["tests.support.spark_connect"]
+
 REPO = Path(__file__).resolve().parents[1]
 JARS_DIR = REPO / ".cache" / "jars"
 

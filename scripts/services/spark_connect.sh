@@ -105,12 +105,14 @@ start() {
       "${extra[@]}" \
       spark-internal >> "$logfile" 2>&1 < /dev/null
   ) 9>&- &  # the server must not inherit (and hold forever) the start lock
-  echo $! > "$pidfile"
+  local pid=$! i
+  echo "$pid" > "$pidfile"
 
-  local i
   for ((i = 0; i < 240; i++)); do
     port_busy "$port" && { log "ready: $url"; echo "$url"; return 0; }
-    running_pid >/dev/null || { tail -n 30 "$logfile" >&2; die "the server exited during start-up (log: $logfile)"; }
+    # kill -0, not running_pid: while nohup, spark-submit and spark-class exec one another the
+    # process's command line is briefly empty.
+    kill -0 "$pid" 2>/dev/null || { tail -n 30 "$logfile" >&2; die "the server exited during start-up (log: $logfile)"; }
     sleep 0.5
   done
   tail -n 30 "$logfile" >&2
