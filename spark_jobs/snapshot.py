@@ -107,7 +107,7 @@ def run_snapshot(spark, spec: dict[str, Any]) -> dict[str, Any]:
                 df, added = _align_schema(spark, uri, df, name, bool(spec.get("allow_schema_evolution")))
                 _merge(spark, uri, df, key, added, metadata)
             else:
-                writer = df.write.format("delta").mode("errorifexists")
+                writer = df.write.format("delta").mode("error")  # errorifexists, spelled the way Spark Connect accepts
                 for prop, value in TABLE_PROPERTIES.items():
                     writer = writer.option(prop, value)
                 writer.save(uri)
