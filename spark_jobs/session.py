@@ -12,7 +12,7 @@ import contextlib
 import contextvars
 import glob
 import os
-from typing import Iterator
+from typing import Any, Iterator
 
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -62,14 +62,35 @@ def build_session(
     return builder.getOrCreate()
 
 
-def connect_session(url: str):
-    """A new Spark Connect session of the server at ``url`` (``sc://host:port``), with Delta's
-    exception classes registered for it. The server must have the Delta extension and catalog on
-    (scripts/services/spark_connect.sh starts one)."""
+# pyspark tells Connect from classic per process by this variable: while it is set, functions such as
+# F.col build Connect columns (and a classic session cannot be created).
+_CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+
+
+@contextlib.contextmanager
+def connect_session(url: str) -> Iterator[Any]:
+    """A new Spark Connect session of the server at ``url`` (``sc://host:port``) for the block,
+    stopped afterwards, with Delta's exception classes registered. The server must have the Delta
+    extension and catalog on (scripts/services/spark_connect.sh starts one).
+
+    pyspark switches the whole process to Connect mode when it creates the session; the switch is
+    undone when the block ends, so a process may use classic sessions before and after (the test
+    suite does). Inside the block, the process must not use a classic session."""
     import delta.connect.exceptions  # noqa: F401  (registers the conversion of Delta's errors)
     from pyspark.sql import SparkSession
 
-    return SparkSession.builder.remote(url).create()
+    mode_before = os.environ.get(_CONNECT_MODE)
+    try:
+        session = SparkSession.builder.remote(url).create()
+        try:
+            yield session
+        finally:
+            session.stop()
+    finally:
+        if mode_before is None:
+            os.environ.pop(_CONNECT_MODE, None)
+        else:
+            os.environ[_CONNECT_MODE] = mode_before
 
 
 def is_connect(spark) -> bool:

@@ -3,6 +3,7 @@ scripts/services/spark_connect.sh: the server runs Delta SQL with per-session co
 concurrent sessions never see each other's settings, and executors import the job library from the
 session's shipped artifact. (The demo DAG and the secrets test run in both modes in their modules.)"""
 
+import contextlib
 import subprocess
 import threading
 from pathlib import Path
@@ -14,14 +15,19 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_the_script_reports_the_running_server(spark_connect_server):
+    env = {"ARETL_TEST_SPARK_CONNECT_PORT": str(spark_connect_server.port), "PATH": "/usr/bin:/bin"}
     status = subprocess.run(["bash", str(REPO / "scripts" / "services" / "spark_connect.sh"), "status"],
-                            env={"ARETL_TEST_SPARK_CONNECT_PORT": str(spark_connect_server.port), "PATH": "/usr/bin:/bin"},
-                            capture_output=True, text=True, timeout=60)
+                            env=env, capture_output=True, text=True, timeout=60)
     assert status.returncode == 0 and status.stdout.strip() == spark_connect_server.url
 
 
 def test_concurrent_sessions_do_not_see_each_others_commit_metadata(spark_connect_server, tmp_path):
-    sessions = {name: connect_session(spark_connect_server.url) for name in ("a", "b")}
+    with contextlib.ExitStack() as stack:
+        sessions = {name: stack.enter_context(connect_session(spark_connect_server.url)) for name in ("a", "b")}
+        _write_concurrently(sessions, tmp_path)
+
+
+def _write_concurrently(sessions: dict, tmp_path: Path) -> None:
     assert all(is_connect(s) for s in sessions.values())
     inside = threading.Barrier(2)
     seen: dict[str, str | None] = {}
@@ -44,18 +50,14 @@ def test_concurrent_sessions_do_not_see_each_others_commit_metadata(spark_connec
         thread.start()
     for thread in threads:
         thread.join(timeout=300)
-    try:
-        assert not errors, errors
-        assert seen == {"a": '{"writer": "a"}', "b": '{"writer": "b"}'}
-        reader = sessions["a"]
-        for name in sessions:
-            assert is_delta_table(reader, str(tmp_path / name))
-            assert history(reader, str(tmp_path / name))[0]["metadata"] == {"writer": name}
-        assert not is_delta_table(reader, str(tmp_path / "nothing"))
-        assert all(s.conf.get(METADATA_CONF, None) is None for s in sessions.values())
-    finally:
-        for session in sessions.values():
-            session.stop()
+    assert not errors, errors
+    assert seen == {"a": '{"writer": "a"}', "b": '{"writer": "b"}'}
+    reader = sessions["a"]
+    for name in sessions:
+        assert is_delta_table(reader, str(tmp_path / name))
+        assert history(reader, str(tmp_path / name))[0]["metadata"] == {"writer": name}
+    assert not is_delta_table(reader, str(tmp_path / "nothing"))
+    assert all(s.conf.get(METADATA_CONF, None) is None for s in sessions.values())
 
 
 def test_executors_import_the_shipped_job_library(connect_session):

@@ -73,16 +73,16 @@ class SparkConnectRunner:
         from spark_jobs.session import connect_session
 
         log.info("Running the %s job on the Spark Connect server %s", spec.get("job"), server_label(self.url))
-        spark = self._session = connect_session(self.url)
-        try:
-            spark.addArtifacts(archive, pyfile=True)
-            for key, value in self.spark_conf.items():  # runtime settings only: the server fixed the rest
-                spark.conf.set(key, str(value))
-            with environment(secrets or {}):
-                return entry.run(spark, spec)
-        finally:
-            self._session = None
-            spark.stop()
+        with connect_session(self.url) as spark:
+            self._session = spark
+            try:
+                spark.addArtifacts(archive, pyfile=True)
+                for key, value in self.spark_conf.items():  # runtime settings only: the server fixed the rest
+                    spark.conf.set(key, str(value))
+                with environment(secrets or {}):
+                    return entry.run(spark, spec)
+            finally:
+                self._session = None
 
     def kill(self) -> None:
         """Interrupt the running job's Spark operations (the task was killed)."""

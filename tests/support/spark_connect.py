@@ -75,6 +75,5 @@ def connect_session(spark_connect_server):
     """A new Spark Connect session for one test, stopped afterwards."""
     from spark_jobs.session import connect_session as new_session
 
-    session = new_session(spark_connect_server.url)
-    yield session
-    session.stop()
+    with new_session(spark_connect_server.url) as session:
+        yield session
