@@ -39,7 +39,7 @@ def load_job(name: str):
 
 def run(spark, spec: dict) -> dict:
     """Run one job in an existing session (classic or Spark Connect); the result always has a
-    ``status`` and says where the job ran."""
+    ``status``."""
     from spark_jobs.errors import JobError
     from spark_jobs.session import running_in
 
@@ -58,7 +58,6 @@ def run(spark, spec: dict) -> dict:
                                                 "traceback": traceback.format_exc(limit=20)}}
     result["job"] = spec.get("job")
     result["duration_s"] = round(time.monotonic() - started, 3)
-    result["spark"] = where(spark)
     return result
 
 
@@ -83,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     spec = json.loads(read_text(spark, args.spec))
     result = run(spark, spec)
+    result["spark"] = where(spark)
     write_text(spark, args.result, json.dumps(result, default=str, indent=2))
     print(f"airflow-reverse-etl: job {spec.get('job')} {result['status']} in {result['duration_s']}s")
     spark.stop()

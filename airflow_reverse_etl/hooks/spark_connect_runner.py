@@ -80,7 +80,9 @@ class SparkConnectRunner:
                 for key, value in self.spark_conf.items():  # runtime settings only: the server fixed the rest
                     spark.conf.set(key, str(value))
                 with environment(secrets or {}):
-                    return entry.run(spark, spec)
+                    result = entry.run(spark, spec)
+                result["spark"] = entry.where(spark)
+                return result
             finally:
                 self._session = None
 
