@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from spark_jobs.contract import Warehouse
-from spark_jobs.lake import ensure_system_table, retry_on_conflict
+from spark_jobs.lake import ensure_system_table, merge_into, retry_on_conflict
 
 TABLE = "consumers"
 DDL = "table STRING, consumer STRING, committed_version BIGINT, committed_at TIMESTAMP, run_id STRING"
@@ -51,8 +51,6 @@ def committed_versions(spark, wh: Warehouse, consumer_prefix: str) -> dict[tuple
 
 def commit_all(spark, wh: Warehouse, versions: dict[tuple[str, str], int], run_id: str | None) -> None:
     """Commit several (table, consumer) versions in one transaction."""
-    from delta.tables import DeltaTable
-
     if not versions:
         return
     uri = wh.system(TABLE)
@@ -64,10 +62,7 @@ def commit_all(spark, wh: Warehouse, versions: dict[tuple[str, str], int], run_i
 
     @retry_on_conflict
     def _merge():
-        (
-            DeltaTable.forPath(spark, uri).alias("t")
-            .merge(update.alias("s"), "t.table = s.table AND t.consumer = s.consumer")
-            .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
-        )
+        merge_into(spark, uri, update, "t.table = s.table AND t.consumer = s.consumer",
+                   "WHEN MATCHED THEN UPDATE SET *", "WHEN NOT MATCHED THEN INSERT *")
 
     _merge()

@@ -36,17 +36,21 @@ def load_job(name: str):
 
 
 def run(spark, spec_json: dict) -> dict:
-    """Parse the spec and run its job in an existing session; the result always has a ``status``."""
+    """Parse the spec and run its job in an existing session (classic or Spark Connect); the result
+    always has a ``status``."""
     from spark_jobs.contract import parse_spec
     from spark_jobs.errors import JobError
+    from spark_jobs.session import running_in
 
     started = time.monotonic()
     try:
         spec = parse_spec(spec_json)
-        result = load_job(spec.job)(spark, spec).to_dict()
-        from spark_jobs.lineage import record_run
+        with running_in(spark):
+            result = load_job(spec.job)(spark, spec).to_dict()
+            from spark_jobs.lineage import record_run
 
-        record_run(spark, spec, result, time.monotonic() - started)  # after success only: a failed job leaves no lineage row
+            # after success only: a failed job leaves no lineage row
+            record_run(spark, spec, result, time.monotonic() - started)
         result["status"] = "success"
     except JobError as exc:
         result = {"status": "failed", "error": {"type": type(exc).__name__, "message": str(exc)}}
@@ -56,6 +60,13 @@ def run(spark, spec_json: dict) -> dict:
     result["job"] = spec_json.get("job")
     result["duration_s"] = round(time.monotonic() - started, 3)
     return result
+
+
+def where(spark) -> dict:
+    """Where the job ran, so the task's XCom and log point at the Spark application (and its UI):
+    read from the session's configuration, which classic and Spark Connect sessions both answer."""
+    return {"master": spark.conf.get("spark.master", None), "application_id": spark.conf.get("spark.app.id", None),
+            "deploy_mode": spark.conf.get("spark.submit.deployMode", "client")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,10 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     spark.sparkContext.setLogLevel("WARN")
     spec = json.loads(read_text(spark, args.spec))
     result = run(spark, spec)
-    # Where the job ran, so the task's XCom and log point at the cluster application (and its UI).
-    context = spark.sparkContext
-    result["spark"] = {"master": context.master, "application_id": context.applicationId,
-                       "deploy_mode": context.getConf().get("spark.submit.deployMode", "client")}
+    result["spark"] = where(spark)
     write_text(spark, args.result, json.dumps(result, default=str, indent=2))
     print(f"airflow-reverse-etl: job {result['job']} {result['status']} in {result['duration_s']}s")
     spark.stop()

@@ -1,10 +1,23 @@
-"""Small-file I/O through Hadoop's FileSystem, so job specs, results and scratch output work on any
-warehouse URI Spark can reach (local paths, s3a://, abfss://, hdfs://) with Spark's own credentials."""
+"""Small-file I/O through Hadoop's FileSystem, so job specs and results work on any warehouse URI
+Spark can reach (local paths, s3a://, abfss://, hdfs://) with Spark's own credentials.
+
+This reaches into the driver's JVM (py4j), which only a classic session has: it serves the
+spark-submit bootstrap (:func:`spark_jobs.entry.main`) and the file swap of the Parquet format of the
+Delta sink. Over Spark Connect these operations fail with a clear error instead.
+"""
 
 from __future__ import annotations
 
+from spark_jobs.errors import ConfigError
+
 
 def _fs_and_path(spark, uri: str):
+    from spark_jobs.session import is_connect
+
+    if is_connect(spark):
+        raise ConfigError(f"File operations on {uri} need the Spark driver's JVM, which a Spark Connect session "
+                          "does not expose (the Parquet format of the delta destination renames files): use "
+                          "format 'delta', or run this job through spark-submit")
     jvm = spark.sparkContext._jvm
     path = jvm.org.apache.hadoop.fs.Path(uri)
     return path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), path

@@ -39,10 +39,45 @@ def commit_metadata(spark, metadata: dict[str, Any]) -> Iterator[None]:
         spark.conf.unset(METADATA_CONF)
 
 
-def is_delta_table(spark, uri: str) -> bool:
-    from delta.tables import DeltaTable
+def delta_path(uri: str) -> str:
+    """The SQL identifier of the Delta table at ``uri`` (``delta.`uri` ``). Every Delta operation goes
+    through SQL or the DataFrame API: they work both in a classic session and over Spark Connect,
+    where the Python ``DeltaTable`` API needs a server plugin that is not published for Spark 4.2."""
+    return "delta.`" + uri.replace("`", "``") + "`"
 
-    return DeltaTable.isDeltaTable(spark, uri)
+
+# What Delta and Spark answer when a path holds no Delta table (missing, empty, or plain files).
+_NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_PATH_DOES_NOT_EXIST", "PATH_NOT_FOUND",
+                      "DELTA_TABLE_NOT_FOUND", "DELTA_EMPTY_DIRECTORY"}
+
+
+def is_delta_table(spark, uri: str) -> bool:
+    """Whether ``uri`` holds a Delta table: ``DESCRIBE DETAIL`` answers, or fails saying it does not."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        with _quiet_connect_errors():
+            detail = spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("format").first()
+    except AnalysisException as exc:
+        if (exc.getCondition() or "").split(".")[0] in _NOT_A_DELTA_TABLE:
+            return False
+        raise
+    return detail is not None and detail["format"] == "delta"
+
+
+@contextlib.contextmanager
+def _quiet_connect_errors() -> Iterator[None]:
+    """The Spark Connect client logs every error the server returns, with a stack trace, before it
+    raises it; an expected "not a Delta table" answer would put one in every task log."""
+    import logging
+
+    logger = logging.getLogger("pyspark.sql.connect.logging")
+    previous = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = previous
 
 
 def history(spark, uri: str, limit: int | None = None) -> list[dict[str, Any]]:
@@ -50,10 +85,7 @@ def history(spark, uri: str, limit: int | None = None) -> list[dict[str, Any]]:
 
     One row per version, so this is proportional to the number of versions, not to the data.
     """
-    from delta.tables import DeltaTable
-
-    table = DeltaTable.forPath(spark, uri)
-    frame = table.history(limit) if limit else table.history()
+    frame = spark.sql(f"DESCRIBE HISTORY {delta_path(uri)}" + (f" LIMIT {int(limit)}" if limit else ""))
     rows = frame.select("version", "timestamp", "operation", "operationMetrics", "userMetadata").collect()
     out = []
     for row in rows:
@@ -77,10 +109,20 @@ def commit_info(spark, uri: str, version: int) -> dict[str, Any]:
     raise ConfigError(f"Delta table {uri} has no version {version} (latest is {entries[0]['version']})")
 
 
-def _is_write_conflict(exc: BaseException) -> bool:
-    import delta.exceptions as conflicts
+# Delta's error classes for a commit that lost an optimistic-concurrency race.
+_WRITE_CONFLICTS = {"DELTA_CONCURRENT_APPEND", "DELTA_CONCURRENT_DELETE_DELETE", "DELTA_CONCURRENT_DELETE_READ",
+                    "DELTA_CONCURRENT_TRANSACTION", "DELTA_CONCURRENT_WRITE", "DELTA_METADATA_CHANGED",
+                    "DELTA_PROTOCOL_CHANGED"}
 
-    return isinstance(exc, tuple(getattr(conflicts, name) for name in conflicts.__all__))
+
+def _is_write_conflict(exc: BaseException) -> bool:
+    """Told by the error class, which a classic session (py4j) and a Spark Connect session report
+    alike, whether or not delta-spark's Python exception classes were registered for the session."""
+    from pyspark.errors import PySparkException
+
+    if not isinstance(exc, PySparkException):
+        return False
+    return (exc.getCondition() or "").split(".")[0] in _WRITE_CONFLICTS
 
 
 # System tables are written by many tasks at once (every sink commits to _system/consumers); Delta's
@@ -95,16 +137,30 @@ retry_on_conflict = retry(
 
 def ensure_system_table(spark, uri: str, ddl: str) -> None:
     """Create a system table with ``ddl`` (column list) if it does not exist yet."""
-    from delta.tables import DeltaTable
-
-    if is_delta_table(spark, uri):
-        return
     retry_on_conflict(
-        lambda: DeltaTable.createIfNotExists(spark).location(uri).addColumns(_ddl_schema(spark, ddl)).execute()
+        lambda: spark.sql(f"CREATE TABLE IF NOT EXISTS {delta_path(uri)} ({ddl}) USING delta")
     )()
 
 
-def _ddl_schema(spark, ddl: str):
-    from pyspark.sql.types import StructType
+def merge_into(spark, uri: str, source, on: str, *clauses: str) -> None:
+    """``MERGE INTO`` the Delta table at ``uri`` (alias ``t``) from the frame ``source`` (alias ``s``)
+    with the ``WHEN ...`` ``clauses`` in order. The frame is a temporary view of this session for
+    the statement's duration (a unique name: jobs may merge from several threads)."""
+    import uuid
 
-    return StructType.fromDDL(ddl)
+    view = f"aretl_merge_source_{uuid.uuid4().hex}"
+    source.createOrReplaceTempView(view)
+    try:
+        spark.sql(f"MERGE INTO {delta_path(uri)} AS t USING {view} AS s ON {on} " + " ".join(clauses))
+    finally:
+        spark.catalog.dropTempView(view)
+
+
+def assignments(values: dict[str, str]) -> str:
+    """SQL ``target = expression, ...`` for a MERGE's ``UPDATE SET``."""
+    return ", ".join(f"{target} = {expression}" for target, expression in values.items())
+
+
+def insert_values(values: dict[str, str]) -> str:
+    """SQL ``(target, ...) VALUES (expression, ...)`` for a MERGE's ``INSERT``."""
+    return f"({', '.join(values)}) VALUES ({', '.join(values.values())})"

@@ -19,7 +19,7 @@ from spark_jobs.consumers import TABLE as CONSUMERS, DDL as CONSUMERS_DDL
 from spark_jobs.contract import MaintenanceResult, MaintenanceSpec, Warehouse, table_ref
 from spark_jobs.errors import ConfigError
 from spark_jobs.keys import require_columns
-from spark_jobs.lake import commit_metadata, ensure_system_table, history, is_delta_table, latest_version
+from spark_jobs.lake import commit_metadata, delta_path, ensure_system_table, history, is_delta_table, latest_version
 from spark_jobs.savepoints import savepointed_versions
 
 CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
@@ -62,8 +62,6 @@ def effective_retention_hours(spark, uri: str, floor: int | None, retain_hours: 
 
 def run_maintenance(spark, spec: MaintenanceSpec) -> MaintenanceResult:
     """OPTIMIZE (Z-ordered by ``zorder_by``) when asked, then VACUUM when asked."""
-    from delta.tables import DeltaTable
-
     wh = spec.lake
     rel = spec.table
     uri = wh.uri(rel)
@@ -71,16 +69,16 @@ def run_maintenance(spark, spec: MaintenanceSpec) -> MaintenanceResult:
         raise ConfigError(f"Maintenance: {rel} is not a Delta table under {wh.root}")
     zorder = spec.zorder_by
     retain = spec.retain_hours
-    table = DeltaTable.forPath(spark, uri)
     before = latest_version(spark, uri)
     optimized: dict[str, Any] | None = None
     vacuumed: dict[str, Any] | None = None
 
     if zorder or spec.optimize:
-        require_columns(table.toDF().columns, zorder, f"Maintenance of {rel}: zorder_by column(s)")
+        columns = spark.read.format("delta").load(uri).columns
+        require_columns(columns, zorder, f"Maintenance of {rel}: zorder_by column(s)")
+        zorder_clause = f" ZORDER BY ({', '.join(f'`{c}`' for c in zorder)})" if zorder else ""
         with commit_metadata(spark, {"job": spec.job, "run_id": spec.run_id}):
-            builder = table.optimize()
-            metrics = (builder.executeZOrderBy(*zorder) if zorder else builder.executeCompaction()).first()
+            metrics = spark.sql(f"OPTIMIZE {delta_path(uri)}{zorder_clause}").first()
         m = metrics["metrics"]
         optimized = {"zorder_by": zorder, "files_added": int(m["numFilesAdded"]),
                                "files_removed": int(m["numFilesRemoved"])}

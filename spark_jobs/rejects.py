@@ -17,7 +17,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from spark_jobs.contract import Warehouse
-from spark_jobs.lake import ensure_system_table, is_delta_table, retry_on_conflict
+from spark_jobs.lake import (assignments, ensure_system_table, insert_values, is_delta_table, merge_into,
+                             retry_on_conflict)
 
 TABLE = "rejects"
 DDL = ("table STRING, consumer STRING, sink STRING, key STRING, op STRING, change STRING, error STRING, "
@@ -71,7 +72,6 @@ def settle(spark, wh: Warehouse, table_rel: str, consumer: str, sink: str, versi
     """Update the ledger after a sync: ``processed`` (column ``_key``) are every key this run dealt
     with; ``refused`` (key, op, change, error, attempts) the ones the destination refused. Refused
     keys are inserted or updated, the other processed keys leave the ledger."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     uri = wh.system(TABLE)
@@ -87,18 +87,16 @@ def settle(spark, wh: Warehouse, table_rel: str, consumer: str, sink: str, versi
 
     @retry_on_conflict
     def _merge():
-        (
-            DeltaTable.forPath(spark, uri).alias("t")
-            .merge(source.alias("s"), "t.table = s.table AND t.consumer = s.consumer AND t.key = s.key")
-            .whenMatchedDelete(condition="s.error IS NULL")
-            .whenMatchedUpdate(set={"sink": "s.sink", "op": "s.op", "change": "s.change", "error": "s.error",
-                                    "attempts": "t.attempts + s.attempts", "version": "s.version",
-                                    "last_seen": "s.seen"})
-            .whenNotMatchedInsert(condition="s.error IS NOT NULL", values={
+        merge_into(
+            spark, uri, source, "t.table = s.table AND t.consumer = s.consumer AND t.key = s.key",
+            "WHEN MATCHED AND s.error IS NULL THEN DELETE",
+            "WHEN MATCHED THEN UPDATE SET " + assignments({
+                "sink": "s.sink", "op": "s.op", "change": "s.change", "error": "s.error",
+                "attempts": "t.attempts + s.attempts", "version": "s.version", "last_seen": "s.seen"}),
+            "WHEN NOT MATCHED AND s.error IS NOT NULL THEN INSERT " + insert_values({
                 "table": "s.table", "consumer": "s.consumer", "sink": "s.sink", "key": "s.key", "op": "s.op",
                 "change": "s.change", "error": "s.error", "attempts": "s.attempts", "version": "s.version",
-                "first_seen": "s.seen", "last_seen": "s.seen"})
-            .execute()
+                "first_seen": "s.seen", "last_seen": "s.seen"}),
         )
 
     _merge()

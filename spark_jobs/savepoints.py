@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from spark_jobs.contract import SavepointResult, SavepointSpec, Warehouse, table_ref
-from spark_jobs.lake import ensure_system_table, retry_on_conflict
+from spark_jobs.lake import ensure_system_table, merge_into, retry_on_conflict
 from spark_jobs.timetravel import target_version
 
 TABLE = "savepoints"
@@ -26,8 +26,6 @@ def savepointed_versions(spark, wh: Warehouse, rel: str) -> list[int]:
 
 def run_savepoint(spark, spec: SavepointSpec) -> SavepointResult:
     """Savepoint ``version`` or the version of ``target_logical_date`` of ``table`` (idempotent)."""
-    from delta.tables import DeltaTable
-
     wh = spec.lake
     rel = spec.table
     entry = target_version(spark, wh.uri(rel), spec.version, spec.target_logical_date)
@@ -40,9 +38,8 @@ def run_savepoint(spark, spec: SavepointSpec) -> SavepointResult:
 
     @retry_on_conflict
     def _upsert():
-        (DeltaTable.forPath(spark, uri).alias("t")
-         .merge(row.alias("s"), "t.table = s.table AND t.version = s.version")
-         .whenMatchedUpdate(set={"name": "s.name"}).whenNotMatchedInsertAll().execute())
+        merge_into(spark, uri, row, "t.table = s.table AND t.version = s.version",
+                   "WHEN MATCHED THEN UPDATE SET name = s.name", "WHEN NOT MATCHED THEN INSERT *")
 
     _upsert()
     return SavepointResult(table=rel, version=entry["version"], logical_date=date, savepoint=name,

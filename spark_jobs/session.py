@@ -8,8 +8,11 @@ benchmarks build an in-process session through :func:`build_session` with the ja
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import glob
 import os
+from typing import Any, Iterator
 
 from spark_jobs.contract import DELTA_CONF
 
@@ -52,3 +55,63 @@ def build_session(
     for key, value in {**DELTA_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+# pyspark tells Connect from classic per process by this variable: while it is set, functions such as
+# F.col build Connect columns (and a classic session cannot be created).
+_CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+
+
+@contextlib.contextmanager
+def connect_session(url: str) -> Iterator[Any]:
+    """A new Spark Connect session of the server at ``url`` (``sc://host:port``) for the block,
+    stopped afterwards, with Delta's exception classes registered. The server must have the Delta
+    extension and catalog on (scripts/services/spark_connect.sh starts one).
+
+    pyspark switches the whole process to Connect mode when it creates the session; the switch is
+    undone when the block ends, so a process may use classic sessions before and after (the test
+    suite does). Inside the block, the process must not use a classic session."""
+    import delta.connect.exceptions  # noqa: F401  (registers the conversion of Delta's errors)
+    from pyspark.sql import SparkSession
+
+    mode_before = os.environ.get(_CONNECT_MODE)
+    try:
+        session = SparkSession.builder.remote(url).create()
+        try:
+            yield session
+        finally:
+            session.stop()
+    finally:
+        if mode_before is None:
+            os.environ.pop(_CONNECT_MODE, None)
+        else:
+            os.environ[_CONNECT_MODE] = mode_before
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext, RDDs or py4j behind it)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect.")
+
+
+_job_session: contextvars.ContextVar = contextvars.ContextVar("aretl_job_session", default=None)
+
+
+@contextlib.contextmanager
+def running_in(spark) -> Iterator[None]:
+    """Make ``spark`` the session :func:`current_session` returns in this thread while a job runs."""
+    token = _job_session.set(spark)
+    try:
+        yield
+    finally:
+        _job_session.reset(token)
+
+
+def current_session():
+    """The session of the job running in this thread, for driver-side code that is not handed one
+    (a sink's prepare/count). Outside a job (in-process tests): the classic get-or-create."""
+    spark = _job_session.get()
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.getOrCreate()

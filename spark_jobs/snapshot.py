@@ -34,9 +34,12 @@ from spark_jobs.errors import ConfigError, SchemaDriftError
 from spark_jobs.keys import check_key_counts, check_primary_key
 from spark_jobs.lake import (
     TABLE_PROPERTIES,
+    assignments,
     commit_metadata,
     history,
+    insert_values,
     is_delta_table,
+    merge_into,
 )
 from spark_jobs.sources import describe, read_source
 from spark_jobs.timetravel import pin_delta_source, recorded_for, recorded_versions
@@ -99,7 +102,7 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
                 df, added = _align_schema(spark, uri, df, name, spec.allow_schema_evolution)
                 _merge(spark, uri, df, key, added, metadata)
             else:
-                writer = df.write.format("delta").mode("errorifexists")
+                writer = df.write.format("delta").mode("error")  # errorifexists, spelled the way Spark Connect accepts
                 for prop, value in TABLE_PROPERTIES.items():
                     writer = writer.option(prop, value)
                 writer.save(uri)
@@ -119,7 +122,6 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     value, and then again to write: measured at 1M rows this way is about twice as fast, and the
     MERGE's cost follows the changes. A snapshot table has one writer (its snapshot task), so the
     table does not move between the join and the MERGE."""
-    from delta.tables import DeltaTable
     from pyspark import StorageLevel
 
     values = [c for c in df.columns if c not in key]
@@ -127,15 +129,14 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     try:
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
         sets = {f"`{c}`": f"s.`{c}`" for c in values}
-        merge = (DeltaTable.forPath(spark, uri).alias("t").merge(changes.alias("s"), on)
-                 .whenMatchedDelete(condition=f"s.`{VANISHED}`"))
+        clauses = [f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE"]
         if values:
-            merge = merge.whenMatchedUpdate(set=sets)
-        merge = merge.whenNotMatchedInsert(values={**{f"`{c}`": f"s.`{c}`" for c in key}, **sets})
+            clauses.append("WHEN MATCHED THEN UPDATE SET " + assignments(sets))
+        clauses.append("WHEN NOT MATCHED THEN INSERT " + insert_values({**{f"`{c}`": f"s.`{c}`" for c in key}, **sets}))
         if added:  # the MERGE adds the new columns to the table
             spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
         try:
-            merge.execute()
+            merge_into(spark, uri, changes, on, *clauses)
         finally:
             if added:
                 spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
@@ -223,7 +224,6 @@ def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str]) -> int |
 def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str], name: str, since: int,
                           metadata: dict[str, Any]) -> None:
     """The fast path: MERGE the source's net changes over (since, version] as one commit."""
-    from delta.tables import DeltaTable
     from pyspark import StorageLevel
     from pyspark.errors import AnalysisException
 
@@ -247,15 +247,14 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
         values = [c for c in cdf.columns if c not in key and c not in CDF_COLUMNS]
         changes = net_changes(cdf, key, values, values).where("_change_type <> 'update_preimage'")
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
-        merge = (DeltaTable.forPath(spark, uri).alias("t").merge(changes.alias("s"), on)
-                 .whenMatchedDelete(condition="s._change_type = 'delete'"))
+        clauses = ["WHEN MATCHED AND s._change_type = 'delete' THEN DELETE"]
         if values:
-            merge = merge.whenMatchedUpdate(condition=f"s._change_type <> 'delete' AND NOT ({_unchanged(values)})",
-                                            set={f"`{c}`": f"s.`{c}`" for c in values})
-        merge = merge.whenNotMatchedInsert(condition="s._change_type <> 'delete'",
-                                           values={f"`{c}`": f"s.`{c}`" for c in key + values})
+            clauses.append(f"WHEN MATCHED AND s._change_type <> 'delete' AND NOT ({_unchanged(values)}) THEN UPDATE SET "
+                           + assignments({f"`{c}`": f"s.`{c}`" for c in values}))
+        clauses.append("WHEN NOT MATCHED AND s._change_type <> 'delete' THEN INSERT "
+                       + insert_values({f"`{c}`": f"s.`{c}`" for c in key + values}))
         with commit_metadata(spark, metadata):
-            merge.execute()
+            merge_into(spark, uri, changes, on, *clauses)
             _record_if_unchanged(spark, uri, metadata)
     finally:
         cdf.unpersist()

@@ -35,4 +35,5 @@ pytest_plugins = [
     "tests.support.http_server",
     "tests.support.spark_cluster",
     "tests.support.object_store",
+    "tests.support.spark_connect",
 ]

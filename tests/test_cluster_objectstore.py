@@ -21,7 +21,7 @@ def test_job_spec_and_result_live_in_an_s3a_warehouse(s3):
     key = job_dir.removeprefix(f"s3a://{BUCKET}/")
 
     spec = {"job": "sink", "warehouse": hook.warehouse, "table": "snapshots/customers", "to_version": 3}
-    hook._write_spec(f"{job_dir}/spec.json", spec)
+    hook._write_json(f"{job_dir}/spec.json", spec)
     stored = json.loads(s3.get_object(Bucket=BUCKET, Key=f"{key}/spec.json")["Body"].read())
     assert stored == spec
 

@@ -1,5 +1,7 @@
-"""The demo DAG end to end through Airflow (dag.test) with every job in a real spark-submit: three
-logical dates of inserts, updates and deletes arrive in the SQLite CRM exactly."""
+"""The demo DAG end to end through Airflow (dag.test) in both execution modes — every job in a real
+spark-submit, and every job as a client of a real Spark Connect server (the sync delivering in the
+server's executors): three logical dates of inserts, updates and deletes arrive in the SQLite CRM
+exactly, and the jobs' results (the tasks' XComs) have the same shape."""
 
 import importlib.util
 import json
@@ -31,18 +33,29 @@ def expected(rows: dict) -> list[tuple]:
     return [(key, *values, "lake") for key, values in sorted(rows.items())]
 
 
-@pytest.mark.spark_submit
-def test_demo_dag_mirrors_three_days_into_the_crm(airflow_db, monkeypatch, tmp_path):
+# What every job result carries besides its job's own fields, in both modes.
+COMMON_RESULT_KEYS = {"status", "job", "duration_s", "spark", "inputs", "outputs"}
+
+
+@pytest.mark.parametrize("mode", [pytest.param("spark_submit", marks=pytest.mark.spark_submit), "spark_connect"])
+def test_demo_dag_mirrors_three_days_into_the_crm(airflow_db, monkeypatch, tmp_path, request, mode):
+    if mode == "spark_connect":  # the DAG's operators use spark_default: make it the Connect server
+        server = request.getfixturevalue("spark_connect_server")
+        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", server.airflow_connection())
     demo = load_demo(monkeypatch, tmp_path)
     for day, rows in demo.SOURCE_BY_DAY.items():
         run = demo.dag.test(logical_date=pendulum.parse(day))
         states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
         assert set(states.values()) == {"success"}, states
         assert crm(demo) == expected(rows), day
+        sync = next(ti for ti in run.get_task_instances() if ti.task_id == "sync_crm").xcom_pull(task_ids="sync_crm")
+        assert COMMON_RESULT_KEYS | {"job_dir", "committed", "stats", "planned", "delivery_s"} <= set(sync), sorted(sync)
+        assert sync["spark"]["master"].startswith("local[") and sync["spark"]["application_id"]
 
     # each sync delivered its version's changes and committed it
     jobs = sorted((tmp_path / "warehouse" / "_system" / "jobs").glob("*-sink-*/result.json"))
     results = [json.loads(p.read_text()) for p in jobs]
+    assert all(COMMON_RESULT_KEYS <= set(r) for r in results)
     assert [r["to_version"] for r in results] == [0, 1, 2]
     assert [r["committed"] for r in results] == [True, True, True]
     assert [(r["stats"]["inserted"], r["stats"]["updated"], r["stats"]["deleted"]) for r in results] == [

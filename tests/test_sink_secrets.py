@@ -1,11 +1,16 @@
-"""Credentials reach the sink and nothing else: a SinkOperator run through a real spark-submit into
-the real Postgres, with the connection's password and a token in its extras, then a search for both
-in everything the run left behind — the spark-submit command line the hook logged, the job spec and
-result files, the operator's XCom, the task log and every file of every Delta table in the warehouse
-(and their rows, read back, since Parquet pages may be compressed)."""
+"""Credentials reach the sink and nothing else: a SinkOperator run into the real Postgres, with the
+connection's password and a token in its extras, then a search for both in everything the run left
+behind — the spark-submit command line the hook logged, the job spec and result files, the operator's
+XCom, the task log and every file of every Delta table in the warehouse (and their rows, read back,
+since Parquet pages may be compressed).
+
+Both execution modes: a real spark-submit (secrets in the driver process's environment), and a real
+Spark Connect server, where the job's driver side runs in the task process (secrets in its
+environment for the job's duration only; the server's log is searched too)."""
 
 import json
 import logging
+import os
 import uuid
 from pathlib import Path
 
@@ -15,11 +20,9 @@ import pytest
 
 from tests.support.pipeline import Pipeline
 
-pytestmark = pytest.mark.spark_submit
-
-
+@pytest.mark.parametrize("mode", [pytest.param("spark_submit", marks=pytest.mark.spark_submit), "spark_connect"])
 def test_no_secret_is_left_in_argv_spec_xcom_logs_or_tables(spark, warehouse, tmp_path, postgres_server,
-                                                             monkeypatch, caplog, capfd):
+                                                             monkeypatch, caplog, capfd, request, mode):
     from airflow_reverse_etl.operators.sink import SinkOperator
 
     password = postgres_server.password
@@ -30,13 +33,18 @@ def test_no_secret_is_left_in_argv_spec_xcom_logs_or_tables(spark, warehouse, tm
         "login": postgres_server.user, "password": password, "schema": postgres_server.dbname,
         "extra": {"sslmode": "disable", "api_token": token},
     }))
+    spark_conn_id, server = "aretl_no_such_spark_conn", None
+    if mode == "spark_connect":
+        server = request.getfixturevalue("spark_connect_server")
+        spark_conn_id = "aretl_secret_test_spark"
+        monkeypatch.setenv("AIRFLOW_CONN_ARETL_SECRET_TEST_SPARK", server.airflow_connection())
     p = Pipeline(spark, warehouse, tmp_path)
     changes = p.step([(1, "ann", "oslo"), (2, "bob", "lima")])
 
     caplog.set_level(logging.DEBUG)
     operator = SinkOperator(task_id="publish", changes=changes, destination={"type": "postgres", "table": table},
                             destination_conn_id="aretl_secret_test", warehouse=warehouse,
-                            spark_conn_id="aretl_no_such_spark_conn")
+                            spark_conn_id=spark_conn_id)
     xcom = operator.execute({"run_id": "secret-run", "logical_date": None,
                              "dag_run": type("DagRun", (), {"run_after": pendulum.now("UTC")})()})
     assert xcom["committed"] and xcom["stats"]["sent"] == 2
@@ -47,8 +55,15 @@ def test_no_secret_is_left_in_argv_spec_xcom_logs_or_tables(spark, warehouse, tm
 
     out, err = capfd.readouterr()
     task_log = caplog.text + out + err
-    assert "spark-submit" in task_log  # the hook logged the command line it ran
     places = {"task log and argv": task_log, "xcom": json.dumps(xcom, default=str)}
+    if mode == "spark_submit":
+        assert "spark-submit" in task_log  # the hook logged the command line it ran
+    else:
+        assert f"on the Spark Connect server sc://127.0.0.1:{server.port}" in task_log
+        places["Spark Connect server log"] = server.log_file.read_text(errors="replace")
+        # the job's secret variables (ARETL_SECRET_*) lived in the task's environment for the job only
+        places["task process environment after the job"] = json.dumps(
+            {name: value for name, value in os.environ.items() if name.startswith("ARETL_SECRET_")})
     for path in Path(warehouse).rglob("*"):
         if path.is_file():
             places[str(path)] = path.read_bytes().decode("latin-1")

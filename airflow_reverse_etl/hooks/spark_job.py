@@ -1,6 +1,11 @@
-"""Run a :mod:`spark_jobs` job through spark-submit and return its JSON result.
+"""Run a :mod:`spark_jobs` job through spark-submit or Spark Connect and return its JSON result.
 
-The hook writes the job spec to ``<warehouse>/_system/jobs/<id>/spec.json``, submits
+spark-submit is the default. When the Spark connection has the type ``spark_connect`` (the
+apache-spark provider's :class:`SparkConnectHook` builds its URL), the job runs in the task process as
+a client of that Spark Connect server instead (:mod:`.spark_connect_runner`): same spec, same result,
+same XCom; spec.json and result.json are written to the job directory all the same, for the record.
+
+For spark-submit, the hook writes the job spec to ``<warehouse>/_system/jobs/<id>/spec.json``, submits
 ``spark_jobs/entry.py`` with the stock :class:`SparkSubmitHook` (the Spark-side package shipped with
 ``--py-files``, the Delta jars with ``--jars`` or ``spark.jars.packages``) and reads ``result.json``
 back. Spec and result live in the warehouse rather than on stdout so that a driver running anywhere
@@ -30,6 +35,7 @@ from datetime import datetime, timezone
 from functools import cache
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
@@ -124,6 +130,7 @@ class SparkJobHook(BaseHook):
         self.spark_conf = dict(spark_conf or {})
         self.submit_kwargs = submit_kwargs
         self._submit_hook: SparkSubmitHook | None = None
+        self._connect_runner: Any = None
 
     def _jars_and_conf(self) -> tuple[str | None, dict[str, Any]]:
         conf = {**DELTA_CONF, **self.spark_conf}
@@ -147,16 +154,52 @@ class SparkJobHook(BaseHook):
 
     def run_job(self, spec: JobSpec, secrets: dict[str, str] | None = None,
                 name: str | None = None) -> dict[str, Any]:
-        """Submit the job of ``spec`` (the hook's warehouse unless the spec names one); ``secrets``
-        (env var -> value) reach the Spark process only through its environment. Raise
-        :class:`JobFailed` with the job's message if it failed."""
+        """Run the job of ``spec`` (spark-submit, or Spark Connect for a ``spark_connect`` connection;
+        the hook's warehouse unless the spec names one); ``secrets`` (env var -> value) reach the job's
+        driver only through its environment. Raise :class:`JobFailed` with the job's message if it failed."""
         job = spec.job
         if not spec.warehouse:
             spec = replace(spec, warehouse=self.warehouse)
         job_dir = self._job_dir(job)
         spec_uri, result_uri = f"{job_dir}/spec.json", f"{job_dir}/result.json"
-        self._write_spec(spec_uri, spec.to_dict())
+        spec_json = spec.to_dict()
+        self._write_json(spec_uri, spec_json)
 
+        connect_url = self._spark_connect_url()
+        if connect_url:
+            result = self._run_over_connect(connect_url, spec_json, secrets)
+            self._write_json(result_uri, result)
+        else:
+            result = self._submit(job, spec_uri, result_uri, secrets, name)
+        if result.get("status") != "success":
+            error = result.get("error") or {}
+            raise JobFailed(f"{job} job failed: {error.get('type')}: {error.get('message')}"
+                            + (f"\n{error['traceback']}" if error.get("traceback") else ""))
+        result["job_dir"] = job_dir
+        return result
+
+    def _spark_connect_url(self) -> str | None:
+        """The Spark Connect URL when the connection has the type ``spark_connect``, else None."""
+        try:
+            conn = BaseHook.get_connection(self.conn_id)
+        except AirflowNotFoundException:
+            return None
+        if conn.conn_type != SparkConnectHook.conn_type:
+            return None
+        return SparkConnectHook(conn_id=self.conn_id).get_connection_url()
+
+    def _run_over_connect(self, url: str, spec: dict[str, Any], secrets: dict[str, str] | None) -> dict[str, Any]:
+        from airflow_reverse_etl.hooks.spark_connect_runner import SparkConnectRunner
+
+        self._connect_runner = SparkConnectRunner(url, self.spark_conf)
+        try:
+            return self._connect_runner.run(spec, secrets, spark_jobs_archive())
+        finally:
+            self._connect_runner = None
+
+    def _submit(self, job: str, spec_uri: str, result_uri: str, secrets: dict[str, str] | None,
+                name: str | None) -> dict[str, Any]:
+        """spark-submit ``entry.py`` for the spec; return the result it wrote."""
         jars, conf = self._jars_and_conf()
         self._submit_hook = _LocalDefaultSparkSubmitHook(
             conf=conf, conn_id=self.conn_id, py_files=spark_jobs_archive(), jars=jars,
@@ -176,23 +219,18 @@ class SparkJobHook(BaseHook):
         result = self._read_result(result_uri)
         if result is None:
             raise AirflowException(f"Spark job {job} wrote no result to {result_uri}") from submit_error
-        if result.get("status") != "success":
-            error = result.get("error") or {}
-            raise JobFailed(f"{job} job failed: {error.get('type')}: {error.get('message')}"
-                            + (f"\n{error['traceback']}" if error.get("traceback") else ""))
-        result["job_dir"] = job_dir
         return result
 
     @staticmethod
-    def _write_spec(uri: str, spec: dict[str, Any]) -> None:
-        """Write the spec through fsspec: any warehouse URI with an fsspec filesystem works (``s3a://``
-        maps to s3fs, credentials from the usual AWS environment/instance profile)."""
+    def _write_json(uri: str, document: dict[str, Any]) -> None:
+        """Write a spec or result through fsspec: any warehouse URI with an fsspec filesystem works
+        (``s3a://`` maps to s3fs, credentials from the usual AWS environment/instance profile)."""
         import fsspec
 
         fs, path = fsspec.core.url_to_fs(uri)
         fs.makedirs(posixpath.dirname(path), exist_ok=True)
         with fs.open(path, "w") as handle:
-            json.dump(spec, handle, indent=2, default=str)
+            json.dump(document, handle, indent=2, default=str)
 
     @staticmethod
     def _read_result(uri: str) -> dict[str, Any] | None:
@@ -205,5 +243,7 @@ class SparkJobHook(BaseHook):
             return json.load(handle)
 
     def on_kill(self) -> None:
+        if self._connect_runner is not None:
+            self._connect_runner.kill()
         if self._submit_hook is not None:
             self._submit_hook.on_kill()

@@ -31,10 +31,10 @@ from spark_jobs.sinks.options import SinkOptions, option
 
 
 def _session():
-    """The driver's session (prepare and count run on the driver, in whatever thread runs the job)."""
-    from pyspark.sql import SparkSession
+    """The job's session (prepare and count run on the driver, in the thread that runs the job)."""
+    from spark_jobs.session import current_session
 
-    return SparkSession.builder.getOrCreate()
+    return current_session()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,10 +92,7 @@ class DeltaSink(FrameSink):
         return asdict(stats)
 
     def _merge(self, spark, frame, fields: list[str], create: bool) -> None:
-        from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
-
-        from spark_jobs.lake import retry_on_conflict
+        from spark_jobs.lake import assignments, insert_values, merge_into, retry_on_conflict
 
         if create:
             frame.select(*fields).limit(0).write.format("delta").mode("append").save(self.path)
@@ -105,14 +102,10 @@ class DeltaSink(FrameSink):
 
         @retry_on_conflict
         def merge():
-            (
-                DeltaTable.forPath(spark, self.path).alias("t")
-                .merge(frame.select(*fields, "_op").alias("s"), condition)
-                .whenMatchedDelete(condition=F.col("s._op") == "delete")
-                .whenMatchedUpdate(condition=F.col("s._op").isin("upsert", "update"), set=values)
-                .whenNotMatchedInsert(condition=F.col("s._op").isin("upsert", "insert"), values=values)
-                .execute()
-            )
+            merge_into(spark, self.path, frame.select(*fields, "_op"), condition,
+                       "WHEN MATCHED AND s._op = 'delete' THEN DELETE",
+                       "WHEN MATCHED AND s._op IN ('upsert', 'update') THEN UPDATE SET " + assignments(values),
+                       "WHEN NOT MATCHED AND s._op IN ('upsert', 'insert') THEN INSERT " + insert_values(values))
 
         merge()
 

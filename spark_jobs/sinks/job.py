@@ -12,9 +12,9 @@ mirror     upsert                         upsert                        delete
 =========  =============================  ============================  ==========
 
 Delivery runs in the executors (``mapInArrow``: the rows reach Python as Arrow batches) under the
-shared core. Its outcome rows are written
-once to a scratch location, so the destination is written exactly once per sync (Spark task retries
-aside, which the idempotent sinks absorb) and only per-partition stats come back to the driver.
+shared core. Its outcome rows are materialized once (a local checkpoint in the executors), so the
+destination is written exactly once per sync (Spark task retries aside, which the idempotent sinks
+absorb) and only per-partition stats come back to the driver.
 Destinations Spark writes itself (:class:`~spark_jobs.sinks.base.FrameSink`: Delta, Parquet) get the
 whole operations frame on the driver instead and apply it in one Spark action.
 Only when every partition finished is the consumer's committed version moved to the change set's
@@ -38,16 +38,14 @@ import json
 import os
 import re
 import time
-import uuid
 from dataclasses import replace
 from datetime import datetime, timezone
 from functools import partial
-from typing import Any
+from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from spark_jobs import consumers, errors, progress, rejects, runs
 from spark_jobs.errors import ConfigError, DestinationError, JobError
-from spark_jobs.fs import delete
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.lake import commit_metadata, is_delta_table, latest_version
 from spark_jobs.sinks import resolve_sink
@@ -126,9 +124,9 @@ def destination_label(destination: dict[str, Any]) -> str:
     return f"{destination.get('type')}:{target}"
 
 
-def _delivery_policy(spec: SinkSpec, sink_cls, partitions: int, parallelism: int) -> DeliveryPolicy:
+def _delivery_policy(spec: SinkSpec, sink_cls, running_at_once: Callable[[], int]) -> DeliveryPolicy:
     """The spec's ``delivery`` settings with the sink's defaults; a sync-wide ``rate_limit`` is split
-    over the partitions that run at once."""
+    over the partitions that run at once (``running_at_once``, asked only then: it runs Spark jobs)."""
     options = {k: v for k, v in spec.delivery.items() if v is not None}
     unknown = set(options) - set(DeliveryPolicy.__dataclass_fields__)
     if unknown:
@@ -140,8 +138,20 @@ def _delivery_policy(spec: SinkSpec, sink_cls, partitions: int, parallelism: int
         raise ConfigError(f"delivery concurrency must be at least 1, got {concurrency}")
     options["concurrency"] = min(concurrency, sink_cls.max_concurrency or concurrency)
     if options.get("rate_limit"):
-        options["rate_limit"] = float(options["rate_limit"]) / max(1, min(partitions, parallelism))
+        options["rate_limit"] = float(options["rate_limit"]) / max(1, running_at_once())
     return DeliveryPolicy(**options)
+
+
+def _partitions_running_at_once(spark, frame) -> int:
+    """min(the frame's partitions, the cluster's default parallelism), found with the DataFrame API
+    alone (no RDD, no SparkContext: the same code runs over Spark Connect). A ``range`` without a
+    partition count gets the default parallelism, as ``SparkContext.defaultParallelism`` reports it."""
+    from pyspark.sql import functions as F
+
+    def partitions(df) -> int:
+        return int(df.select(F.max(F.spark_partition_id())).first()[0] or 0) + 1
+
+    return min(partitions(frame), partitions(spark.range(0, 1 << 16)))
 
 
 def _with_resends(spark, wh: Warehouse, spec: SinkSpec, ops, key: list[str], mode: str):
@@ -172,12 +182,12 @@ def _executor_job_error(exc: Exception) -> JobError | None:
     return error
 
 
-def _deliver_in_executors(spark, wh: Warehouse, frame, sink_cls, config: SinkConfig, key_fields: list[str],
-                          policy: DeliveryPolicy):
-    """Run the sink over every partition; return (stats, refused records, scratch URI to delete).
+def _deliver_in_executors(frame, sink_cls, config: SinkConfig, key_fields: list[str], policy: DeliveryPolicy):
+    """Run the sink over every partition; return (stats, refused records).
 
-    The outcome rows are written once to scratch, so the destination is written exactly once;
-    only the per-partition stats rows are collected."""
+    The outcome rows are materialized once by an eager local checkpoint (kept in the executors, no
+    scratch files to clean up), so the destination is written exactly once however often the
+    outcomes are read afterwards; only the per-partition stats rows are collected."""
     from pyspark.sql import functions as F
 
     if sink_cls.max_parallelism:
@@ -186,18 +196,16 @@ def _deliver_in_executors(spark, wh: Warehouse, frame, sink_cls, config: SinkCon
         frame = with_json(frame, key_fields, config.fields)
     deliver = partial(deliver_partition, make_sink=partial(sink_cls, config), policy=policy,
                       key_fields=key_fields, fields=config.fields)
-    outcomes_uri = wh.system(f"tmp/sync-{uuid.uuid4().hex}")
     try:
-        frame.mapInArrow(deliver, OUTCOME_DDL).write.parquet(outcomes_uri)
+        outcomes = frame.mapInArrow(deliver, OUTCOME_DDL).localCheckpoint(eager=True)
     except Exception as exc:
         raise _executor_job_error(exc) or exc
 
-    outcomes = spark.read.parquet(outcomes_uri)
     stats = Stats()
     for row in outcomes.where(F.col("kind") == "stats").select("stats").collect():  # one per partition
         stats.add(json.loads(row["stats"]))
     refused = outcomes.where(F.col("kind") == "reject").select("key", "op", "change", "error", "attempts")
-    return stats, refused, outcomes_uri
+    return stats, refused
 
 
 def run_sink(spark, spec: SinkSpec) -> SinkResult:
@@ -277,30 +285,24 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
     if mode == "mirror" and planned.get("delete"):
         _guard_mass_delete(spark, wh, sink, planned["delete"], spec)
 
-    policy = _delivery_policy(spec, sink_cls, frame.rdd.getNumPartitions(), spark.sparkContext.defaultParallelism)
-    outcomes_uri = None
+    policy = _delivery_policy(spec, sink_cls, partial(_partitions_running_at_once, spark, frame))
     delivery_started = time.monotonic()
-    try:
-        with progress.reporting(spark, f"sink {spec.table} -> {destination_label(destination)}",
-                                sum(planned.values()), policy.progress_every):
-            if isinstance(sink, FrameSink):
-                stats = Stats()
-                stats.add(sink.write_frame(spark, frame.drop("_key")))
-                refused = spark.createDataFrame([], "key STRING, op STRING, change STRING, error STRING, attempts INT")
-            else:
-                stats, refused, outcomes_uri = _deliver_in_executors(spark, wh, frame, sink_cls, config,
-                                                                     key_fields, policy)
-        delivery_s = round(time.monotonic() - delivery_started, 3)
-        progress_so_far["stats"] = stats.__dict__
-        if ledger is not None or stats.rejected:
-            processed = ops.select("_key")
-            if ledger is not None:
-                processed = processed.unionByName(ledger.select(F.col("key").alias("_key")))
-            rejects.settle(spark, wh, spec.table, spec.consumer, sink_cls.name or destination.get("type"),
-                           spec.to_version, processed, refused)
-    finally:
-        if outcomes_uri:
-            delete(spark, outcomes_uri)
+    with progress.reporting(spark, f"sink {spec.table} -> {destination_label(destination)}",
+                            sum(planned.values()), policy.progress_every):
+        if isinstance(sink, FrameSink):
+            stats = Stats()
+            stats.add(sink.write_frame(spark, frame.drop("_key")))
+            refused = spark.createDataFrame([], "key STRING, op STRING, change STRING, error STRING, attempts INT")
+        else:
+            stats, refused = _deliver_in_executors(frame, sink_cls, config, key_fields, policy)
+    delivery_s = round(time.monotonic() - delivery_started, 3)
+    progress_so_far["stats"] = stats.__dict__
+    if ledger is not None or stats.rejected:
+        processed = ops.select("_key")
+        if ledger is not None:
+            processed = processed.unionByName(ledger.select(F.col("key").alias("_key")))
+        rejects.settle(spark, wh, spec.table, spec.consumer, sink_cls.name or destination.get("type"),
+                       spec.to_version, processed, refused)
 
     committed = False
     if spec.commit:

@@ -28,10 +28,14 @@ from spark_jobs.errors import ConfigError, DataQualityError, SchemaDriftError
 from spark_jobs.keys import require_columns
 from spark_jobs.lake import (
     TABLE_PROPERTIES,
+    assignments,
     commit_metadata,
+    delta_path,
     history,
+    insert_values,
     is_delta_table,
     latest_version,
+    merge_into,
     retry_on_conflict,
 )
 from spark_jobs.widen import partial_update, reverse_index
@@ -231,16 +235,12 @@ def _refuse_deletes(t: WideTable, s: Source, inp: Input, cdf) -> None:
 
 def _ensure_wide(spark, uri: str, wanted: list[str], types, md) -> None:
     """Create the wide table (CDF + deletion vectors) or add the columns this step brings."""
-    from delta.tables import DeltaTable
-
     with commit_metadata(spark, md):
         if not is_delta_table(spark, uri):
-            builder = DeltaTable.createIfNotExists(spark).location(uri)
-            for col in wanted:
-                builder = builder.addColumn(col, types[col])
-            for prop, value in TABLE_PROPERTIES.items():
-                builder = builder.property(prop, value)
-            retry_on_conflict(builder.execute)()
+            columns = ", ".join(f"`{c}` {types[c].simpleString()}" for c in wanted)
+            properties = ", ".join(f"'{prop}' = '{value}'" for prop, value in TABLE_PROPERTIES.items())
+            retry_on_conflict(lambda: spark.sql(f"CREATE TABLE IF NOT EXISTS {delta_path(uri)} ({columns}) "
+                                                f"USING delta TBLPROPERTIES ({properties})"))()
         existing = set(spark.read.format("delta").load(uri).columns)
         missing = [c for c in wanted if c not in existing]
         if missing:
@@ -249,28 +249,23 @@ def _ensure_wide(spark, uri: str, wanted: list[str], types, md) -> None:
 
 
 def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md) -> dict | None:
-    from delta.tables import DeltaTable
-
     if events is None:
         return None
     on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in t.primary_key)
 
     @retry_on_conflict
     def _merge():  # rebuilt on a conflict: the fold must start from the rows stored now
-        table = DeltaTable.forPath(spark, uri)
-        rows = partial_update.merged_rows(t, events, table.toDF(), columns, types)
-        if table.detail().select("numFiles").first()[0] == 0:
+        rows = partial_update.merged_rows(t, events, spark.read.format("delta").load(uri), columns, types)
+        if spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("numFiles").first()[0] == 0:
             # Nothing stored yet (the first run): every folded row is an insert, and a plain append
             # skips the MERGE's materialized source and its join against the target. The merges of a
             # wide table run one at a time (planning.py), so no writer fills the table meanwhile.
             rows.drop("_exists_before").write.format("delta").mode("append").save(uri)
             return
-        (
-            table.alias("t").merge(rows.alias("s"), on)
-            .whenMatchedUpdate(set={c: f"s.`{c}`" for c in columns})
-            .whenNotMatchedInsert(values={c: f"s.`{c}`" for c in (*t.primary_key, *columns)})
-            .execute()
-        )
+        merge_into(spark, uri, rows, on,
+                   "WHEN MATCHED THEN UPDATE SET " + assignments({f"`{c}`": f"s.`{c}`" for c in columns}),
+                   "WHEN NOT MATCHED THEN INSERT "
+                   + insert_values({f"`{c}`": f"s.`{c}`" for c in (*t.primary_key, *columns)}))
 
     with commit_metadata(spark, md):
         _merge()

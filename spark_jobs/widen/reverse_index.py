@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from spark_jobs.diff import net_changes
 from spark_jobs.contract import Warehouse
-from spark_jobs.lake import ensure_system_table, retry_on_conflict
+from spark_jobs.lake import assignments, ensure_system_table, insert_values, merge_into, retry_on_conflict
 from spark_jobs.widen.changes import read_changes
 from spark_jobs.widen.config import Source, WideTable
 
@@ -60,8 +60,6 @@ def fk_changes(spark, t: WideTable, s: Source, inp: LeftJoinInput):
 
 def update_index(spark, uri: str, t: WideTable, s: Source, changes, types: dict) -> None:
     """Point each changed wide key at its new fk; forget keys that are gone or whose fk is null."""
-    from delta.tables import DeltaTable
-
     fk = list(s.on)
     ddl = ", ".join(f"`{c}` {types[c].simpleString()}" for c in (*t.primary_key, *fk))
     ensure_system_table(spark, uri, ddl)
@@ -70,13 +68,10 @@ def update_index(spark, uri: str, t: WideTable, s: Source, changes, types: dict)
 
     @retry_on_conflict
     def _merge():
-        (
-            DeltaTable.forPath(spark, uri).alias("t").merge(changes.alias("s"), _on(t.primary_key))
-            .whenMatchedDelete(condition=dropped)
-            .whenMatchedUpdate(set=kept)
-            .whenNotMatchedInsert(condition=f"NOT ({dropped})", values=kept)
-            .execute()
-        )
+        merge_into(spark, uri, changes, _on(t.primary_key),
+                   f"WHEN MATCHED AND ({dropped}) THEN DELETE",
+                   "WHEN MATCHED THEN UPDATE SET " + assignments(kept),
+                   f"WHEN NOT MATCHED AND NOT ({dropped}) THEN INSERT " + insert_values(kept))
 
     _merge()
 
@@ -115,11 +110,6 @@ def recompute(spark, t: WideTable, s: Source, inp: LeftJoinInput, index: str, ch
 
 def merge_joined(spark, uri: str, t: WideTable, s: Source, rows) -> None:
     """Write the recomputed joined columns into existing wide rows, only where they differ."""
-    from delta.tables import DeltaTable
-
     differs = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in s.columns)
-    (
-        DeltaTable.forPath(spark, uri).alias("t").merge(rows.alias("s"), _on(t.primary_key))
-        .whenMatchedUpdate(condition=differs, set={c: f"s.`{c}`" for c in s.columns})
-        .execute()
-    )
+    merge_into(spark, uri, rows, _on(t.primary_key),
+               f"WHEN MATCHED AND ({differs}) THEN UPDATE SET " + assignments({f"`{c}`": f"s.`{c}`" for c in s.columns}))

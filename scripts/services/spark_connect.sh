@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# A Spark Connect server with Delta Lake on 127.0.0.1, started from the jars of the installed pyspark
+# plus the Delta jars fetched by scripts/fetch_jars.sh (no separate Spark download). Airflow tasks
+# whose Spark connection has the type `spark_connect` run their jobs as clients of this server.
+#
+#   scripts/services/spark_connect.sh start [--master URL]   start the server (local[*] unless --master
+#                                                             names e.g. the standalone cluster
+#                                                             spark://127.0.0.1:57077), wait until it
+#                                                             accepts clients, print its sc:// URL
+#   scripts/services/spark_connect.sh stop                    stop it (the log is kept)
+#   scripts/services/spark_connect.sh status                  exit 0 and print the URL if it runs, 3 if not
+#
+# Environment (all optional):
+#   ARETL_TEST_SPARK_CONNECT_PORT   gRPC port (default 55002)
+#   ARETL_SPARK_CONNECT_MASTER      master when --master is not given (default local[*])
+#   ARETL_SPARK_CONNECT_DRIVER_MEMORY  driver memory of the server (default 2g)
+#   ARETL_SPARK_CONNECT_DIR         log, pid file, scratch dirs (default <repo>/.cache/services/spark-connect-<port>)
+#   ARETL_SPARK_CONNECT_CONF        extra "key=value" Spark settings, separated by spaces
+#   PYTHON                          python with pyspark installed (default <repo>/.venv/bin/python);
+#                                   also the executors' Python (PYSPARK_PYTHON), so they have pyarrow
+#
+# Everything binds to loopback; the web UI is off. The server runs with PYTHONPATH unset: executors
+# import the job library only from what a session ships (addArtifacts(..., pyfile=True)).
+# Idempotent: `start` on a running server only prints its URL. Works from any cwd, no stdin.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+host=127.0.0.1
+port=${ARETL_TEST_SPARK_CONNECT_PORT:-55002}
+master=${ARETL_SPARK_CONNECT_MASTER:-"local[*]"}
+driver_memory=${ARETL_SPARK_CONNECT_DRIVER_MEMORY:-2g}
+dir=${ARETL_SPARK_CONNECT_DIR:-"$repo/.cache/services/spark-connect-$port"}
+python=${PYTHON:-"$repo/.venv/bin/python"}
+jars_dir="$repo/.cache/jars"
+url="sc://$host:$port"
+server_class=org.apache.spark.sql.connect.service.SparkConnectServer
+pidfile="$dir/server.pid"
+logfile="$dir/server.log"
+
+log() { echo "spark_connect.sh: $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# The server's pid, if the pid file names a live process that still runs the server class (a reused
+# pid must not make us trust or kill another process).
+running_pid() {
+  local pid
+  [ -f "$pidfile" ] || return 1
+  pid=$(cat "$pidfile")
+  [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
+  tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q -- "$server_class" || return 1
+  echo "$pid"
+}
+
+port_busy() { (exec 3<>"/dev/tcp/$host/$1") 2>/dev/null; }
+
+spark_home() {
+  [ -x "$python" ] || python=$(command -v python3) || die "no python found (set PYTHON)"
+  "$python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))' 2>/dev/null \
+    || die "pyspark is not importable by $python (run scripts/bootstrap.sh or set PYTHON)"
+}
+
+start() {
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --master) [ $# -ge 2 ] || die "--master needs a URL"; master=$2; shift 2 ;;
+      *) die "unknown option $1 (usage: start [--master URL])" ;;
+    esac
+  done
+  if running_pid >/dev/null; then
+    echo "$url"
+    return 0
+  fi
+  command -v java >/dev/null || [ -n "${JAVA_HOME:-}" ] || die "Java is required (Spark 4 needs Java 17 or 21)"
+  local home jars
+  home=$(spark_home)
+  [ -f "$home/jars/spark-connect_2.13-$("$python" -c 'import pyspark; print(pyspark.__version__)').jar" ] \
+    || die "the installed pyspark ($home) ships no spark-connect jar"
+  jars=$(ls "$jars_dir"/*.jar 2>/dev/null | paste -sd, -) || true
+  [ -n "$jars" ] || die "no Delta jars in $jars_dir: run scripts/fetch_jars.sh first"
+  port_busy "$port" && die "port $port on $host is already in use; stop that process or set ARETL_TEST_SPARK_CONNECT_PORT"
+  mkdir -p "$dir/tmp" "$dir/warehouse"
+  local extra=() kv
+  for kv in ${ARETL_SPARK_CONNECT_CONF:-}; do extra+=(--conf "$kv"); done
+
+  log "starting a Spark Connect server on $url (master $master, log $logfile)"
+  : > "$logfile"
+  (
+    cd "$dir"
+    unset PYTHONPATH SPARK_CONF_DIR
+    export SPARK_HOME="$home" SPARK_LOCAL_IP=$host SPARK_LOCAL_HOSTNAME=$host SPARK_PUBLIC_DNS=$host
+    export PYSPARK_PYTHON="$python" PYSPARK_DRIVER_PYTHON="$python"
+    exec nohup "$home/bin/spark-submit" --class "$server_class" --name "Spark Connect server ($url)" \
+      --master "$master" --driver-memory "$driver_memory" --jars "$jars" \
+      --driver-java-options "-Dlog4j2.configurationFile=file:$repo/spark_jobs/log4j2.properties -Djava.io.tmpdir=$dir/tmp" \
+      --conf spark.connect.grpc.binding.address=$host \
+      --conf spark.connect.grpc.binding.port="$port" \
+      --conf spark.sql.extensions=io.delta.sql.DeltaSparkSessionExtension \
+      --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \
+      --conf spark.sql.warehouse.dir="$dir/warehouse" \
+      --conf spark.local.dir="$dir/tmp" \
+      --conf spark.ui.enabled=false \
+      --conf spark.ui.showConsoleProgress=false \
+      --conf spark.databricks.delta.snapshotPartitions=4 \
+      --conf spark.pyspark.python="$python" \
+      "${extra[@]}" \
+      spark-internal >> "$logfile" 2>&1 < /dev/null
+  ) 9>&- &  # the server must not inherit (and hold forever) the start lock
+  local pid=$! i
+  echo "$pid" > "$pidfile"
+
+  for ((i = 0; i < 240; i++)); do
+    port_busy "$port" && { log "ready: $url"; echo "$url"; return 0; }
+    # kill -0, not running_pid: while nohup, spark-submit and spark-class exec one another the
+    # process's command line is briefly empty.
+    kill -0 "$pid" 2>/dev/null || { tail -n 30 "$logfile" >&2; die "the server exited during start-up (log: $logfile)"; }
+    sleep 0.5
+  done
+  tail -n 30 "$logfile" >&2
+  die "the server did not accept connections on $host:$port within 120s (log: $logfile)"
+}
+
+stop() {
+  local pid i
+  if pid=$(running_pid); then
+    kill "$pid" 2>/dev/null || true
+    for ((i = 0; i < 40; i++)); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.5
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "the server (pid $pid) did not stop in 20s: killing it"
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+    log "stopped the server (pid $pid)"
+  else
+    log "not running"
+  fi
+  rm -f "$pidfile"
+}
+
+status() {
+  local pid
+  pid=$(running_pid) || { log "not running"; exit 3; }
+  log "running (pid $pid, log $logfile)"
+  echo "$url"
+}
+
+cmd=${1:-}
+case "$cmd" in
+  start|stop|status) shift ;;
+  *) echo "usage: $0 {start [--master URL]|stop|status}" >&2; exit 2 ;;
+esac
+
+# One start/stop at a time per server (parallel test sessions, CI steps); status needs no lock.
+if [ "$cmd" != status ]; then
+  mkdir -p "$dir"
+  exec 9>"$dir/.lock"
+  flock -w 300 9 || die "timed out waiting for the lock on $dir/.lock"
+fi
+
+case "$cmd" in
+  start) start "$@" ;;
+  stop) stop ;;
+  status) status ;;
+esac

@@ -1,0 +1,79 @@
+"""A real Spark Connect server (with Delta) on 127.0.0.1 for the tests that run jobs over Spark Connect.
+
+:func:`spark_connect_server` starts it once per test session with ``scripts/services/spark_connect.sh``
+on a free port (or uses the one ``ARETL_TEST_SPARK_CONNECT_PORT`` names, reusing a server already
+running there, e.g. started by CI) and stops it at the end if this session started it.
+:func:`connect_session` opens a new client session of it per test (its own settings and views).
+
+Registered for every test module in tests/conftest.py (``pytest_plugins``), not imported.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "services" / "spark_connect.sh"
+
+
+@dataclass(frozen=True)
+class SparkConnectServer:
+    url: str  # sc://127.0.0.1:<port>
+    port: int
+    log_file: Path
+
+    def airflow_connection(self) -> str:
+        """The server as an Airflow connection of the apache-spark provider's ``spark_connect`` type,
+        in the JSON form of an ``AIRFLOW_CONN_<ID>`` environment variable."""
+        return f'{{"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": {self.port}}}'
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _script(command: str, port: int, timeout: float) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHON": sys.executable, "ARETL_TEST_SPARK_CONNECT_PORT": str(port),
+           # a test-sized server: small shuffles, a modest heap (the machine is shared)
+           "ARETL_SPARK_CONNECT_MASTER": "local[2]", "ARETL_SPARK_CONNECT_DRIVER_MEMORY": "1g",
+           "ARETL_SPARK_CONNECT_CONF": "spark.sql.shuffle.partitions=4 spark.default.parallelism=4 "
+                                       "spark.sql.session.timeZone=UTC spark.databricks.delta.snapshotPartitions=2"}
+    return subprocess.run(["bash", str(SCRIPT), command], env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server():
+    """Start (or reuse) a Spark Connect server; stop it afterwards if this session started it."""
+    port = int(os.environ.get("ARETL_TEST_SPARK_CONNECT_PORT") or _free_port())
+    already_running = _script("status", port, 60).returncode == 0
+    started = _script("start", port, 240)
+    if started.returncode != 0:
+        if not already_running:
+            _script("stop", port, 120)  # a server that started too slowly must not outlive the session
+        pytest.fail(f"Could not start the Spark Connect server:\n{started.stderr}", pytrace=False)
+    state_dir = os.environ.get("ARETL_SPARK_CONNECT_DIR") or REPO / ".cache" / "services" / f"spark-connect-{port}"
+    log_file = Path(state_dir) / "server.log"
+    try:
+        yield SparkConnectServer(url=started.stdout.strip(), port=port, log_file=log_file)
+    finally:
+        if not already_running:
+            _script("stop", port, 120)
+
+
+@pytest.fixture
+def connect_session(spark_connect_server):
+    """A new Spark Connect session for one test, stopped afterwards."""
+    from spark_jobs.session import connect_session as new_session
+
+    with new_session(spark_connect_server.url) as session:
+        yield session
