@@ -39,8 +39,6 @@ def load_job(name: str):
 
 def run(spark, spec: dict) -> dict:
     """Run one job in an existing session; the result always has a ``status``."""
-    from spark_jobs.errors import JobError
-
     started = time.monotonic()
     try:
         result = load_job(spec.get("job", ""))(spark, spec)
@@ -48,14 +46,25 @@ def run(spark, spec: dict) -> dict:
 
         record_run(spark, spec, result, time.monotonic() - started)  # after success only: a failed job leaves no lineage row
         result["status"] = "success"
-    except JobError as exc:
-        result = {"status": "failed", "error": {"type": type(exc).__name__, "message": str(exc)}}
-    except Exception as exc:  # infrastructure or bug: keep the traceback for the task log
-        result = {"status": "failed", "error": {"type": type(exc).__name__, "message": str(exc),
-                                                "traceback": traceback.format_exc(limit=20)}}
+    except Exception as exc:
+        result = {"status": "failed", "error": failure(exc, spec.get("warehouse"))}
     result["job"] = spec.get("job")
     result["duration_s"] = round(time.monotonic() - started, 3)
     return result
+
+
+def failure(exc: Exception, warehouse: str | None) -> dict:
+    """The result's ``error``: what failed, and whether the Airflow task should be retried. An error
+    the job explains carries no traceback; anything else (a bug, an infrastructure failure nobody
+    classified) keeps it for the task log and counts as retryable, as Airflow would treat it."""
+    from spark_jobs.errors import explain
+
+    explained = explain(exc, warehouse)
+    if explained is not None:
+        return {"type": type(explained).__name__, "message": str(explained), "category": explained.category,
+                "retryable": explained.retryable}
+    return {"type": type(exc).__name__, "message": str(exc), "category": "infrastructure", "retryable": True,
+            "traceback": traceback.format_exc(limit=20)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,35 +30,30 @@ from functools import cache
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.sdk import BaseHook
+from airflow.sdk import BaseHook, Connection
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_reverse_etl import config
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlInfrastructureError, job_failure
 from spark_jobs.session import DELTA_CONF, DELTA_PACKAGE  # constants only: no pyspark import
 
 
-class JobFailed(AirflowException):
-    """The Spark job ran and reported a failure; the message is the job's own explanation."""
-
-
 class _LocalDefaultSparkSubmitHook(SparkSubmitHook):
-    """SparkSubmitHook that runs on ``local[*]`` when its connection does not exist."""
+    """SparkSubmitHook that runs on ``local[*]`` when its connection does not exist.
 
-    def _resolve_connection(self) -> dict[str, Any]:
+    Only the lookup changes: a missing connection is replaced by a ``spark`` connection whose host is
+    ``local[*]``, and the stock ``_resolve_connection()`` reads it like any other."""
+
+    @classmethod
+    def get_connection(cls, conn_id: str) -> Connection:
         try:
-            BaseHook.get_connection(self._conn_id)
+            return super().get_connection(conn_id)
         except AirflowNotFoundException:
-            self.log.info(
+            cls.logger().info(
                 "No Airflow connection %r: running the Spark job on local[*] in this worker. "
-                "Create a 'spark' connection named %r to run on a cluster.", self._conn_id, self._conn_id,
+                "Create a 'spark' connection named %r to run on a cluster.", conn_id, conn_id,
             )
-            return {
-                "master": "local[*]", "queue": None, "deploy_mode": None,
-                "spark_binary": self.spark_binary or "spark-submit", "namespace": None,
-                "principal": self._principal, "keytab": self._keytab,
-                "rest_scheme": "http", "rest_port": 6066, "rest_endpoint": None,
-            }
-        return super()._resolve_connection()
+            return Connection(conn_id=conn_id, conn_type="spark", host="local[*]")
 
 
 @cache
@@ -139,7 +134,7 @@ class SparkJobHook(BaseHook):
 
             jars = sorted(glob(os.path.join(jars_dir, "*.jar")))
             if not jars:
-                raise AirflowException(f"[reverse_etl] jars_dir={jars_dir!r} has no jars: run scripts/fetch_jars.sh")
+                raise ReverseEtlConfigError(f"[reverse_etl] jars_dir={jars_dir!r} has no jars: run scripts/fetch_jars.sh")
             return ",".join(jars), conf
         conf.setdefault("spark.jars.packages", DELTA_PACKAGE)
         return None, conf
@@ -151,7 +146,8 @@ class SparkJobHook(BaseHook):
     def run_job(self, job: str, spec: dict[str, Any], secrets: dict[str, str] | None = None,
                 name: str | None = None) -> dict[str, Any]:
         """Submit ``job`` with ``spec``; ``secrets`` (env var -> value) reach the Spark process only
-        through its environment. Raise :class:`JobFailed` with the job's message if it failed."""
+        through its environment. A failed job raises the :mod:`~airflow_reverse_etl.exceptions` class of
+        its error's category, with the job's own message (configuration and data errors: no retry)."""
         spec = {**spec, "job": job, "warehouse": spec.get("warehouse") or self.warehouse}
         job_dir = self._job_dir(job)
         spec_uri, result_uri = f"{job_dir}/spec.json", f"{job_dir}/result.json"
@@ -175,11 +171,9 @@ class SparkJobHook(BaseHook):
             submit_error = exc
         result = self._read_result(result_uri)
         if result is None:
-            raise AirflowException(f"Spark job {job} wrote no result to {result_uri}") from submit_error
+            raise ReverseEtlInfrastructureError(f"Spark job {job} wrote no result to {result_uri}") from submit_error
         if result.get("status") != "success":
-            error = result.get("error") or {}
-            raise JobFailed(f"{job} job failed: {error.get('type')}: {error.get('message')}"
-                            + (f"\n{error['traceback']}" if error.get("traceback") else ""))
+            raise job_failure(job, result.get("error") or {})
         result["job_dir"] = job_dir
         return result
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
 from spark_jobs.timetravel import table_rel
 
@@ -18,7 +19,7 @@ class _TableVersionOperator(ReverseEtlJobOperator):
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if (target_logical_date is None) == (version is None):
-            raise ValueError(f"{type(self).__name__}: give exactly one of target_logical_date or version")
+            raise ReverseEtlConfigError(f"{type(self).__name__}: give exactly one of target_logical_date or version")
         self.table = table
         self.target_logical_date = target_logical_date
         self.version = version

@@ -17,6 +17,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
+from spark_jobs.errors import RetryableError  # noqa: F401  (part of the sink protocol, for sink authors)
+
 OPERATIONS = ("upsert", "insert", "update", "delete")
 
 
@@ -50,14 +52,6 @@ class Retry:
 
 
 Outcome = Rejected | Retry | None
-
-
-class RetryableError(Exception):
-    """The whole batch failed for a transient reason (HTTP 429/5xx, lock timeout, broker busy)."""
-
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 @dataclass

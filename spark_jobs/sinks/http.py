@@ -37,8 +37,8 @@ import email.utils
 import time
 from typing import Sequence
 
-from spark_jobs.errors import ConfigError, DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, RetryableError, Sink
+from spark_jobs.errors import ConfigError, DestinationError, RetryableError
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink
 from spark_jobs.sinks.batch import ChangeBatch
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})

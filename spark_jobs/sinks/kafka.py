@@ -46,8 +46,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from spark_jobs.errors import ConfigError, DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, RetryableError, Sink
+from spark_jobs.errors import ConfigError, DestinationError, RetryableError
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink
 from spark_jobs.sinks.batch import ChangeBatch
 
 PRODUCER_DEFAULTS = {

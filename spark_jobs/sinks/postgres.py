@@ -30,8 +30,8 @@ import json
 import uuid
 from typing import Any, Sequence
 
-from spark_jobs.errors import ConfigError, DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, RetryableError, Sink
+from spark_jobs.errors import ConfigError, DestinationError, RetryableError
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Sink
 from spark_jobs.sinks.batch import ChangeBatch
 
 #: libpq parameters an Airflow Postgres connection's extras may carry; other extras (cursor, iam…)

@@ -18,8 +18,8 @@ import os
 import sqlite3
 from typing import Any, Sequence
 
-from spark_jobs.errors import ConfigError, DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, RetryableError, Sink
+from spark_jobs.errors import ConfigError, DestinationError, RetryableError
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Sink
 
 SQLITE_TYPES = {"int": "INTEGER", "bigint": "INTEGER", "smallint": "INTEGER", "tinyint": "INTEGER",
                 "boolean": "INTEGER", "double": "REAL", "float": "REAL", "string": "TEXT", "binary": "BLOB"}
