@@ -14,7 +14,7 @@ A failed Spark job reports its error's ``category`` in its result (:mod:`spark_j
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
@@ -22,6 +22,8 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 class ReverseEtlError(AirflowException):
     """Base of the provider's errors. ``error`` is the failed job's result ``error`` (type, message,
     category, retryable), when the error comes from a Spark job."""
+
+    category: ClassVar[str] = "infrastructure"
 
     def __init__(self, message: str, error: dict[str, Any] | None = None) -> None:
         super().__init__(message)
@@ -31,10 +33,14 @@ class ReverseEtlError(AirflowException):
 class ReverseEtlConfigError(ReverseEtlError, AirflowFailException):
     """The DAG, an operator's arguments, a connection or the job spec ask for something impossible."""
 
+    category = "config"
+
 
 class ReverseEtlDataError(ReverseEtlError, AirflowFailException):
     """The data breaks a rule the job relies on (null or duplicate keys, a drifted schema, a corrupt
     Delta log): fix the data or the options, then run again."""
+
+    category = "data"
 
 
 class ReverseEtlInfrastructureError(ReverseEtlError):
@@ -46,19 +52,21 @@ class ReverseEtlConcurrentWriteError(ReverseEtlInfrastructureError):
     """Another run committed to the same Delta table at the same time; a retry after it finishes
     succeeds."""
 
+    category = "conflict"
 
-_BY_CATEGORY: dict[str, type[ReverseEtlError]] = {
-    "config": ReverseEtlConfigError,
-    "data": ReverseEtlDataError,
-    "infrastructure": ReverseEtlInfrastructureError,
-    "conflict": ReverseEtlConcurrentWriteError,
-}
+
+def error_class(category: str | None) -> type[ReverseEtlError]:
+    """The class for a category (``spark_jobs.errors.Category``). An unknown or missing one (an error
+    nobody classified, a result from an older job library) is an infrastructure error, retried as
+    Airflow always did."""
+    classes = (ReverseEtlConfigError, ReverseEtlDataError, ReverseEtlInfrastructureError,
+               ReverseEtlConcurrentWriteError)
+    return next((cls for cls in classes if cls.category == category), ReverseEtlInfrastructureError)
 
 
 def job_failure(job: str, error: dict[str, Any]) -> ReverseEtlError:
-    """The exception for a job result's ``error``. An error without a known category (a result from
-    an older job library) is an infrastructure error, retried as Airflow always did."""
-    cls = _BY_CATEGORY.get(error.get("category") or "", ReverseEtlInfrastructureError)
+    """The exception for a failed job result's ``error``."""
+    cls = error_class(error.get("category"))
     if error.get("retryable") and not issubclass(cls, ReverseEtlInfrastructureError):
         cls = ReverseEtlInfrastructureError  # the job said a retry can help: never forbid it
     message = f"{job} job failed: {error.get('type')}: {error.get('message')}"

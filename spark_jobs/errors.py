@@ -105,7 +105,7 @@ class ConcurrentWriteError(RetryableError):
     def from_delta(cls, exc: BaseException, warehouse: str | None = None) -> ConcurrentWriteError | None:
         """The conflict ``exc`` (or an exception it was raised from) reports, or None if it is not a
         Delta commit conflict. The table is named relative to ``warehouse`` when Delta names it."""
-        for error in _chain(exc):
+        for error in exception_chain(exc):
             classes = {cls_.__name__ for cls_ in type(error).__mro__}
             text = str(error)
             if classes.isdisjoint(DELTA_CONFLICTS) and not _CONFLICT_TEXT.search(text):
@@ -120,7 +120,7 @@ class ConcurrentWriteError(RetryableError):
         return None
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
     """``exc`` and the exceptions it was raised from or during, each once."""
     seen: set[int] = set()
     current: BaseException | None = exc
