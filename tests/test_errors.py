@@ -1,7 +1,7 @@
 """Errors that say whether to retry: the job result's category and retryable flag (a duplicate key is
 data, permanent; a real Delta commit conflict becomes a retryable ConcurrentWriteError naming the
 table), the provider exception each one becomes (configuration and data errors are
-AirflowFailExceptions), and a duplicate-key snapshot under a DAG failing without using its retries."""
+AirflowFailExceptions), and a duplicate-key snapshot task failing with one through spark-submit."""
 
 from __future__ import annotations
 
@@ -119,7 +119,9 @@ def test_a_delta_commit_conflict_is_a_retryable_error_naming_the_table(spark, wa
 
 
 @pytest.mark.spark_submit
-def test_a_duplicate_key_snapshot_under_a_dag_fails_without_retrying(airflow_db, spark, warehouse, tmp_path):
+def test_a_duplicate_key_snapshot_task_fails_without_retrying(spark, warehouse, tmp_path):
+    """Through the operator, the hook and a real spark-submit: the task raises an AirflowFailException,
+    which Airflow's task runner fails at once instead of using the task's retries."""
     import pendulum
     from airflow.sdk import DAG
 
@@ -127,9 +129,8 @@ def test_a_duplicate_key_snapshot_under_a_dag_fails_without_retrying(airflow_db,
 
     src = str(tmp_path / "src")
     write_parquet(spark, src, [(1, "a"), (1, "b")], SCHEMA)
-    with DAG("duplicate_key_snapshot", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
-        SnapshotOperator(task_id="snapshot", name="customers", primary_key=["id"], warehouse=warehouse,
-                         source={"format": "parquet", "path": src}, retries=3)
-    run = dag.test(logical_date=pendulum.datetime(2026, 1, 2, tz="UTC"))
-    (ti,) = run.get_task_instances()
-    assert str(ti.state) == "failed" and ti.try_number == 1
+    with DAG("duplicate_key_snapshot", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
+        task = SnapshotOperator(task_id="snapshot", name="customers", primary_key=["id"], warehouse=warehouse,
+                                source={"format": "parquet", "path": src}, retries=3)
+    with pytest.raises(ReverseEtlDataError, match=r"snapshot job failed: DataQualityError: .*duplicate primary key"):
+        task.execute({"run_id": "r1", "logical_date": pendulum.datetime(2026, 1, 2, tz="UTC")})
