@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError
+
 JDBC_SCHEMES = {"postgres": ("postgresql", "org.postgresql.Driver"), "mysql": ("mysql", "com.mysql.cj.jdbc.Driver")}
 
 
@@ -34,7 +36,7 @@ def jdbc_source(conn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
         port = f":{conn.port}" if conn.port else ""
         url = f"jdbc:{scheme}://{conn.host}{port}/{conn.schema or ''}"
     else:
-        raise ValueError(f"Connection {conn_id!r} of type {conn.conn_type!r} cannot be used as a JDBC source")
+        raise ReverseEtlConfigError(f"Connection {conn_id!r} of type {conn.conn_type!r} cannot be used as a JDBC source")
     settings: dict[str, Any] = {"url": url, "user": conn.login, "driver": driver}
     secrets = {}
     if conn.password:

@@ -35,7 +35,7 @@ def get_provider_info():
             {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.sensors.snapshot"]}
         ],
         "triggers": [
-            {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.triggers.snapshot"]}
+            {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.triggers.delta_version"]}
         ],
         "hooks": [
             {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.hooks.spark_job"]}

@@ -92,16 +92,20 @@ def wide_table_group(wide_table: dict[str, Any], *, snapshots: dict[str, dict[st
     """
     from airflow.sdk import TaskGroup
 
+    from airflow_reverse_etl.exceptions import ReverseEtlConfigError, spec_validation
     from airflow_reverse_etl.operators.diff import DiffOperator
     from airflow_reverse_etl.operators.sink import SinkOperator
     from airflow_reverse_etl.operators.snapshot import SnapshotOperator
     from airflow_reverse_etl.operators.widen import WidenTableOperator
 
-    t = parse(wide_table)
+    with spec_validation():
+        t = parse(wide_table)
     snapshots = dict(snapshots or {})
     for name in snapshots:
-        if not t.source(name).table.startswith("snapshots/"):
-            raise ValueError(f"Source {name} reads {t.source(name).table}, which no snapshot task writes")
+        with spec_validation():
+            table = t.source(name).table
+        if not table.startswith("snapshots/"):
+            raise ReverseEtlConfigError(f"Source {name} reads {table}, which no snapshot task writes")
     publish = dict(publish) if publish else None
     tasks: dict[str, Any] = {}
     with TaskGroup(group_id=group_id or t.name) as group:

@@ -39,7 +39,6 @@ def run(spark, spec_json: dict) -> dict:
     """Parse the spec and run its job in an existing session (classic or Spark Connect); the result
     always has a ``status``."""
     from spark_jobs.contract import parse_spec
-    from spark_jobs.errors import JobError
     from spark_jobs.session import running_in
 
     started = time.monotonic()
@@ -52,11 +51,8 @@ def run(spark, spec_json: dict) -> dict:
             # after success only: a failed job leaves no lineage row
             record_run(spark, spec, result, time.monotonic() - started)
         result["status"] = "success"
-    except JobError as exc:
-        result = {"status": "failed", "error": {"type": type(exc).__name__, "message": str(exc)}}
-    except Exception as exc:  # infrastructure or bug: keep the traceback for the task log
-        result = {"status": "failed", "error": {"type": type(exc).__name__, "message": str(exc),
-                                                "traceback": traceback.format_exc(limit=20)}}
+    except Exception as exc:
+        result = {"status": "failed", "error": failure(exc, spec_json.get("warehouse"))}
     result["job"] = spec_json.get("job")
     result["duration_s"] = round(time.monotonic() - started, 3)
     return result
@@ -67,6 +63,20 @@ def where(spark) -> dict:
     read from the session's configuration, which classic and Spark Connect sessions both answer."""
     return {"master": spark.conf.get("spark.master", None), "application_id": spark.conf.get("spark.app.id", None),
             "deploy_mode": spark.conf.get("spark.submit.deployMode", "client")}
+
+
+def failure(exc: Exception, warehouse: str | None) -> dict:
+    """The result's ``error``: what failed, and whether the Airflow task should be retried. An error
+    the job explains carries no traceback; anything else (a bug, an infrastructure failure nobody
+    classified) keeps it for the task log and counts as retryable, as Airflow would treat it."""
+    from spark_jobs.errors import explain
+
+    explained = explain(exc, warehouse)
+    if explained is not None:
+        return {"type": type(explained).__name__, "message": str(explained), "category": explained.category,
+                "retryable": explained.retryable}
+    return {"type": type(exc).__name__, "message": str(exc), "category": "infrastructure", "retryable": True,
+            "traceback": traceback.format_exc(limit=20)}
 
 
 def main(argv: list[str] | None = None) -> int:

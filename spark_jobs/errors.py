@@ -1,14 +1,41 @@
-"""Errors a user can act on.
+"""Errors a user can act on, each saying whether trying again can help.
 
-A :class:`JobError` is reported as the job result's ``error`` and becomes the Airflow task's failure
-message verbatim, so its text must name the problem (the table, the column, the key values) and, where
-there is one, the option that changes the behaviour. Anything else is a bug or an infrastructure
-failure and is reported with its type and traceback.
+A :class:`JobError` is reported as the job result's ``error`` (type, message, ``category``,
+``retryable``) and becomes the Airflow task's failure message verbatim, so its text must name the
+problem (the table, the column, the key values) and, where there is one, the option that changes the
+behaviour. The Airflow side maps ``category`` to an exception class: ``config`` and ``data`` errors
+fail the task without retries (the same spec on the same data fails the same way), ``infrastructure``
+and ``conflict`` errors are retried by Airflow. Anything that is not a :class:`JobError` is a bug or an
+infrastructure failure nobody explained; it is reported with its traceback and treated as retryable.
+
+The taxonomy::
+
+    JobError                        permanent unless a subclass says otherwise
+    ├── ConfigError                 config: the spec asks for something impossible
+    ├── DataQualityError            data: null or duplicate primary keys
+    ├── SchemaDriftError            data: the source's columns moved
+    ├── DestinationError            config: the destination refused the sync
+    └── RetryableError              infrastructure: transient, try again (with ``retry_after``)
+        ├── DestinationUnreachableError   the destination could not be reached
+        └── ConcurrentWriteError          conflict: another run committed to the same Delta table
 """
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar, Iterator, Literal
+
+Category = Literal["config", "data", "infrastructure", "conflict"]
 
 
 class JobError(Exception):
-    """A failure caused by configuration or data, explained in the message."""
+    """A failure the job explains in its message (no traceback needed).
+
+    ``category`` says what kind of problem it is; ``retryable`` whether running the same job again
+    unchanged can succeed."""
+
+    category: ClassVar[Category] = "config"
+    retryable: ClassVar[bool] = False
 
 
 class ConfigError(JobError):
@@ -18,10 +45,104 @@ class ConfigError(JobError):
 class DataQualityError(JobError):
     """The source data breaks a rule the job relies on (null or duplicate primary keys)."""
 
+    category = "data"
+
 
 class SchemaDriftError(JobError):
     """The source's columns no longer match the table they are recorded into."""
 
+    category = "data"
+
 
 class DestinationError(JobError):
-    """The destination refused the sync as a whole (unreachable, schema mismatch, safety limit)."""
+    """The destination refused the sync: its schema does not match (missing table, column or type), a
+    safety limit tripped (mass delete, too many rejects), or it rejected a batch for good. Sending the
+    same changes again fails the same way until someone changes the destination or the options."""
+
+
+class RetryableError(JobError):
+    """A transient failure (HTTP 429/5xx, lock timeout, broker busy, storage hiccup): the same work
+    can succeed later. Sinks raise it for a whole batch, which the delivery core retries with backoff,
+    honouring ``retry_after`` (seconds) when the destination said how long to wait; one that escapes
+    the job makes Airflow retry the task."""
+
+    category = "infrastructure"
+    retryable = True
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class DestinationUnreachableError(DestinationError, RetryableError):
+    """The destination could not be reached or kept failing transiently (connection refused, timeouts,
+    5xx after every retry): nothing is wrong with the sync itself, so a later run can succeed."""
+
+    category = "infrastructure"
+    retryable = True
+
+
+#: Delta's commit-conflict exceptions (``delta.exceptions`` in Python, ``io.delta.exceptions`` in the
+#: JVM). Under Spark Connect the client only sees their names and error classes in the message.
+DELTA_CONFLICTS = (
+    "ConcurrentAppendException", "ConcurrentDeleteReadException", "ConcurrentDeleteDeleteException",
+    "ConcurrentTransactionException", "ConcurrentWriteException", "MetadataChangedException",
+    "ProtocolChangedException", "DeltaConcurrentModificationException",
+)
+_CONFLICT_TEXT = re.compile(r"DELTA_(?:CONCURRENT_[A-Z_]+|METADATA_CHANGED|PROTOCOL_CHANGED)\b|"
+                            + "|".join(rf"\b{name}\b" for name in DELTA_CONFLICTS))
+_DELTA_TABLE = re.compile(r"delta\.`([^`]+)`")
+
+
+class ConcurrentWriteError(RetryableError):
+    """Another run committed to the same Delta table while this one was writing it (Delta's
+    optimistic concurrency refused this commit). Nothing of this run was committed; run it again
+    once the other run has finished."""
+
+    category = "conflict"
+
+    @classmethod
+    def from_delta(cls, exc: BaseException, warehouse: str | None = None) -> ConcurrentWriteError | None:
+        """The conflict ``exc`` (or an exception it was raised from) reports, or None if it is not a
+        Delta commit conflict. The table is named relative to ``warehouse`` when Delta names it."""
+        for error in exception_chain(exc):
+            classes = {cls_.__name__ for cls_ in type(error).__mro__}
+            text = str(error)
+            if classes.isdisjoint(DELTA_CONFLICTS) and not _CONFLICT_TEXT.search(text):
+                continue
+            table = _DELTA_TABLE.search(text)
+            where = _relative(table.group(1), warehouse) if table else "a table this job writes"
+            reason = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
+            conflict = cls(f"Another run is writing {where} at the same time; retry after it finishes. "
+                           f"Delta refused this run's commit: {reason[:500]}")
+            conflict.__cause__ = exc
+            return conflict
+        return None
+
+
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or during, each once."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _relative(table_path: str, warehouse: str | None) -> str:
+    """``file:/wh/snapshots/customers`` -> ``snapshots/customers`` for warehouse ``/wh``."""
+    if warehouse:
+        root = re.sub(r"^[a-z][a-z0-9+.-]*:/*", "/", warehouse.rstrip("/"))
+        path = re.sub(r"^[a-z][a-z0-9+.-]*:/*", "/", table_path)
+        if path.startswith(root + "/"):
+            return path[len(root) + 1:]
+    return table_path
+
+
+def explain(exc: BaseException, warehouse: str | None = None) -> JobError | None:
+    """The :class:`JobError` that explains ``exc``: itself, or the :class:`ConcurrentWriteError` a
+    Delta commit conflict becomes; None when nothing explains it (a bug or an unexpected failure)."""
+    if isinstance(exc, JobError):
+        return exc
+    return ConcurrentWriteError.from_delta(exc, warehouse)

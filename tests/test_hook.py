@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from airflow_reverse_etl.hooks.spark_job import JobFailed, SparkJobHook, _LocalDefaultSparkSubmitHook
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError
+from airflow_reverse_etl.hooks.spark_job import SparkJobHook, _LocalDefaultSparkSubmitHook
 from spark_jobs.contract import SnapshotSpec
 
 
@@ -26,7 +27,7 @@ def test_a_spark_connection_sets_the_master(monkeypatch):
 def test_a_failing_job_reports_its_own_error_and_keeps_secrets_out_of_argv(warehouse, tmp_path, capfd):
     hook = SparkJobHook(conn_id="no_such_spark_conn", warehouse=warehouse)
     secret = "s3cr3t-value-for-argv-test"
-    with pytest.raises(JobFailed) as failure:
+    with pytest.raises(ReverseEtlConfigError) as failure:
         hook.run_job(SnapshotSpec(name="customers", primary_key=["id"], logical_date="2026-01-01",
                                   run_id="r", source={"format": "parquet", "path": str(tmp_path / "missing")}),
                      secrets={"ARETL_SECRET_SOURCE_PASSWORD": secret})

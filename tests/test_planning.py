@@ -5,8 +5,8 @@ from __future__ import annotations
 import pendulum
 import pytest
 
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from airflow_reverse_etl.planning import FULL_JOIN, LEFT_JOIN, PUBLISH, SNAPSHOT, plan, wide_table_group
-from spark_jobs.errors import ConfigError
 from spark_jobs.widen.config import parse
 
 # Seed 001: six sources; nodes 1-3 and nodes 4-5 are two full-join groups on the wide key, node 6 is
@@ -96,5 +96,5 @@ def test_configuration_errors_surface_at_parse_time():
 
     bad = {**SIX, "sequence_groups": {"a1": ["id"]}}
     with DAG("bad", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")):
-        with pytest.raises(ConfigError, match="primary key column 'id' cannot be in sequence group 'a1'"):
+        with pytest.raises(ReverseEtlConfigError, match="primary key column 'id' cannot be in sequence group 'a1'"):
             wide_table_group(bad, snapshots=SNAPSHOTS)

@@ -10,9 +10,10 @@ from datetime import datetime, timezone
 
 import pytest
 
+from airflow_reverse_etl.delta_log import find_version
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from airflow_reverse_etl.sensors.snapshot import SnapshotSensor
-from airflow_reverse_etl.triggers.delta_log import find_version
-from airflow_reverse_etl.triggers.snapshot import DeltaVersionTrigger
+from airflow_reverse_etl.triggers.delta_version import DeltaVersionTrigger
 from tests.support.jobs import job, write_parquet
 
 D = "2026-05-0{}T00:00:00+00:00"
@@ -40,7 +41,7 @@ def later(seconds, action):
 def test_trigger_fires_when_the_version_appears(spark, warehouse, tmp_path):
     src, uri = str(tmp_path / "src"), f"{warehouse}/snapshots/orders"
     trigger = DeltaVersionTrigger(uri=uri, logical_date=D.format(1), poll_interval=0.5, deadline=time.time() + 300)
-    assert trigger.serialize() == ("airflow_reverse_etl.triggers.snapshot.DeltaVersionTrigger", {
+    assert trigger.serialize() == ("airflow_reverse_etl.triggers.delta_version.DeltaVersionTrigger", {
         "uri": uri, "logical_date": D.format(1), "min_version": None, "poll_interval": 0.5,
         "deadline": trigger.deadline})
     writer = later(1, lambda: snap(spark, warehouse, src, 1))  # the table does not even exist yet
@@ -79,7 +80,7 @@ def test_poke_mode_and_restores(spark, warehouse, tmp_path):
     uri = f"{warehouse}/snapshots/orders"
     assert find_version(uri, D.format(2)) is None  # the restore took day 2 off the table's history
     assert find_version(uri, D.format(1)) == {"version": 2, "logical_date": D.format(1)}
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ReverseEtlConfigError, match="not both"):
         SnapshotSensor(task_id="x", table="orders", logical_date=D.format(1), min_version=1)
 
 

@@ -37,36 +37,31 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.sdk import BaseHook
+from airflow.sdk import BaseHook, Connection
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_reverse_etl import config
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlInfrastructureError, job_failure
 from spark_jobs.contract import DELTA_CONF, DELTA_PACKAGE, JobSpec
 from spark_jobs.session import local_jars  # import-safe: no pyspark
 
 
-class JobFailed(AirflowException):
-    """The Spark job ran and reported a failure; the message is the job's own explanation."""
-
-
 class _LocalDefaultSparkSubmitHook(SparkSubmitHook):
-    """SparkSubmitHook that runs on ``local[*]`` when its connection does not exist."""
+    """SparkSubmitHook that runs on ``local[*]`` when its connection does not exist.
 
-    def _resolve_connection(self) -> dict[str, Any]:
+    Only the lookup changes: a missing connection is replaced by a ``spark`` connection whose host is
+    ``local[*]``, and the stock ``_resolve_connection()`` reads it like any other."""
+
+    @classmethod
+    def get_connection(cls, conn_id: str) -> Connection:
         try:
-            BaseHook.get_connection(self._conn_id)
+            return super().get_connection(conn_id)
         except AirflowNotFoundException:
-            self.log.info(
+            cls.logger().info(
                 "No Airflow connection %r: running the Spark job on local[*] in this worker. "
-                "Create a 'spark' connection named %r to run on a cluster.", self._conn_id, self._conn_id,
+                "Create a 'spark' connection named %r to run on a cluster.", conn_id, conn_id,
             )
-            return {
-                "master": "local[*]", "queue": None, "deploy_mode": None,
-                "spark_binary": self.spark_binary or "spark-submit", "namespace": None,
-                "principal": self._principal, "keytab": self._keytab,
-                "rest_scheme": "http", "rest_port": 6066, "rest_endpoint": None,
-            }
-        return super()._resolve_connection()
+            return Connection(conn_id=conn_id, conn_type="spark", host="local[*]")
 
 
 @cache
@@ -142,7 +137,10 @@ class SparkJobHook(BaseHook):
         conf.setdefault("spark.databricks.delta.snapshotPartitions", "4")
         conf.setdefault("spark.ui.enabled", "false")
         conf.setdefault("spark.ui.showConsoleProgress", "false")
-        jars = local_jars(config.jars_dir())
+        try:
+            jars = local_jars(config.jars_dir())
+        except FileNotFoundError as exc:
+            raise ReverseEtlConfigError(f"[reverse_etl] jars_dir: {exc}") from None
         if jars:
             return ",".join(jars), conf
         conf.setdefault("spark.jars.packages", DELTA_PACKAGE)
@@ -156,7 +154,8 @@ class SparkJobHook(BaseHook):
                 name: str | None = None) -> dict[str, Any]:
         """Run the job of ``spec`` (spark-submit, or Spark Connect for a ``spark_connect`` connection;
         the hook's warehouse unless the spec names one); ``secrets`` (env var -> value) reach the job's
-        driver only through its environment. Raise :class:`JobFailed` with the job's message if it failed."""
+        driver only through its environment. A failed job raises the :mod:`~airflow_reverse_etl.exceptions`
+        class of its error's category, with the job's own message (configuration and data errors: no retry)."""
         job = spec.job
         if not spec.warehouse:
             spec = replace(spec, warehouse=self.warehouse)
@@ -172,9 +171,7 @@ class SparkJobHook(BaseHook):
         else:
             result = self._submit(job, spec_uri, result_uri, secrets, name)
         if result.get("status") != "success":
-            error = result.get("error") or {}
-            raise JobFailed(f"{job} job failed: {error.get('type')}: {error.get('message')}"
-                            + (f"\n{error['traceback']}" if error.get("traceback") else ""))
+            raise job_failure(job, result.get("error") or {})
         result["job_dir"] = job_dir
         return result
 
@@ -218,7 +215,7 @@ class SparkJobHook(BaseHook):
             submit_error = exc
         result = self._read_result(result_uri)
         if result is None:
-            raise AirflowException(f"Spark job {job} wrote no result to {result_uri}") from submit_error
+            raise ReverseEtlInfrastructureError(f"Spark job {job} wrote no result to {result_uri}") from submit_error
         return result
 
     @staticmethod

@@ -24,7 +24,7 @@ class SnapshotBackfillOperator(SnapshotOperator):
 
     def __init__(self, *, logical_dates: list[str], **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        BackfillSpec.check_static(logical_dates=logical_dates)
+        self.check_static(BackfillSpec, logical_dates=logical_dates)
         self.logical_dates = logical_dates
 
     def build_spec(self, context):

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Sequence
 
 from airflow.sdk import BaseOperator
 
+from airflow_reverse_etl.exceptions import spec_validation
 from airflow_reverse_etl.hooks.spark_job import SparkJobHook
 from spark_jobs.contract import JobSpec
 
@@ -44,6 +45,13 @@ class ReverseEtlJobOperator(BaseOperator):
         self._hook: SparkJobHook | None = None
         self._result: dict[str, Any] | None = None
 
+    @staticmethod
+    def check_static(spec_class: type[JobSpec], **values: Any) -> None:
+        """Check the arguments known when the DAG is parsed (templates and upstream outputs are
+        skipped) against the contract, so a bad spec fails the DAG import, not a run."""
+        with spec_validation():
+            spec_class.check_static(**values)
+
     def build_spec(self, context) -> tuple[JobSpec, dict[str, str]]:
         """Return (the job's typed spec without the run identity, secrets as {env var: value})."""
         raise NotImplementedError
@@ -52,7 +60,8 @@ class ReverseEtlJobOperator(BaseOperator):
         return f"{self.job} done"
 
     def execute(self, context) -> dict[str, Any]:
-        spec, secrets = self.build_spec(context)
+        with spec_validation():  # rendered templates are checked here: a bad value fails without retries
+            spec, secrets = self.build_spec(context)
         spec = replace(spec, run_id=context["run_id"], logical_date=logical_date_of(context),
                        dag_id=self.dag_id, task_id=self.task_id)
         self._hook = SparkJobHook(conn_id=self.spark_conn_id, warehouse=self.warehouse, spark_conf=self.spark_conf)

@@ -25,7 +25,7 @@ class SnapshotHistoryOperator(ReverseEtlJobOperator):
     def __init__(self, *, table: str, name: str | None = None, primary_key: list[str] | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        HistorySpec.check_static(table=table, name=name, primary_key=primary_key)
+        self.check_static(HistorySpec, table=table, name=name, primary_key=primary_key)
         self.table = table
         self.name = name
         self.primary_key = primary_key

@@ -31,7 +31,7 @@ class TableMaintenanceOperator(ReverseEtlJobOperator):
                  vacuum: bool = MaintenanceSpec.vacuum, retain_hours: float = MaintenanceSpec.retain_hours,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        MaintenanceSpec.check_static(table=table, zorder_by=zorder_by, optimize=optimize, vacuum=vacuum,
+        self.check_static(MaintenanceSpec, table=table, zorder_by=zorder_by, optimize=optimize, vacuum=vacuum,
                                      retain_hours=retain_hours)
         self.table = table
         self.zorder_by = zorder_by

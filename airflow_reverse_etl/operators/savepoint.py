@@ -20,7 +20,7 @@ class TableSavepointOperator(TableVersionOperator):
 
     def __init__(self, *, savepoint_name: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        SavepointSpec.check_static(savepoint_name=savepoint_name)
+        self.check_static(SavepointSpec, savepoint_name=savepoint_name)
         self.savepoint_name = savepoint_name
 
     def build_spec(self, context):

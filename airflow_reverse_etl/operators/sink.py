@@ -53,7 +53,7 @@ class SinkOperator(ReverseEtlJobOperator):
                  max_reject_fraction: float | None = SinkSpec.max_reject_fraction, dry_run: bool = SinkSpec.dry_run,
                  delivery: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        SinkSpec.check_static(destination=destination, mode=mode, field_mapping=field_mapping, constants=constants,
+        self.check_static(SinkSpec, destination=destination, mode=mode, field_mapping=field_mapping, constants=constants,
                               max_delete_fraction=max_delete_fraction, allow_mass_delete=allow_mass_delete,
                               max_reject_fraction=max_reject_fraction, dry_run=dry_run, delivery=delivery)
         self.changes = changes

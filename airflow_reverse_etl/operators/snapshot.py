@@ -35,7 +35,7 @@ class SnapshotOperator(ReverseEtlJobOperator):
                  source_conn_id: str | None = None, allow_schema_evolution: bool = SnapshotSpec.allow_schema_evolution,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        SnapshotSpec.check_static(name=name, source=source, primary_key=primary_key,
+        self.check_static(SnapshotSpec, name=name, source=source, primary_key=primary_key,
                                   allow_schema_evolution=allow_schema_evolution)
         self.name = name
         self.source = source

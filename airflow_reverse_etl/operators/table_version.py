@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Sequence
 
+from airflow_reverse_etl.exceptions import spec_validation
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
 from spark_jobs.contract import RestoreSpec, SavepointSpec, require_one_target
 
@@ -18,8 +19,9 @@ class TableVersionOperator(ReverseEtlJobOperator):
     def __init__(self, *, table: str, target_logical_date: str | None = None, version: int | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        require_one_target(version, target_logical_date, type(self).__name__)
-        self.spec_class.check_static(table=table, version=version, target_logical_date=target_logical_date)
+        with spec_validation():
+            require_one_target(version, target_logical_date, type(self).__name__)
+        self.check_static(self.spec_class, table=table, version=version, target_logical_date=target_logical_date)
         self.table = table
         self.target_logical_date = target_logical_date
         self.version = version

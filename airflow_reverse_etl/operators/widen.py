@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError, spec_validation
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
 from spark_jobs.contract import WidenSpec
-from spark_jobs.errors import ConfigError
 from spark_jobs.widen.config import parse  # plain Python: no pyspark import
 
 
@@ -16,9 +16,9 @@ def version_of(source_table: str, value: Any) -> int | None:
         return value
     if isinstance(value, dict):
         if value.get("table") != source_table:
-            raise ConfigError(f"The upstream result for {source_table} is about table {value.get('table')!r}")
+            raise ReverseEtlConfigError(f"The upstream result for {source_table} is about table {value.get('table')!r}")
         return value["version"]
-    raise ConfigError(f"Expected an upstream result or a version for {source_table}, got {value!r}")
+    raise ReverseEtlConfigError(f"Expected an upstream result or a version for {source_table}, got {value!r}")
 
 
 class WidenTableOperator(ReverseEtlJobOperator):
@@ -50,12 +50,13 @@ class WidenTableOperator(ReverseEtlJobOperator):
     def __init__(self, *, wide_table: dict[str, Any], sources: list[str] | None = None,
                  inputs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.wide = parse(wide_table)
+        with spec_validation():
+            self.wide = parse(wide_table)
         self.wide_table = wide_table
         self.sources = [self.wide.source(name).name for name in sources] if sources else None
         unknown = [name for name in inputs or {} if name not in {s.name for s in self.wide.sources}]
         if unknown:
-            raise ConfigError(f"Wide table {self.wide.name}: inputs for unknown source(s) {unknown}")
+            raise ReverseEtlConfigError(f"Wide table {self.wide.name}: inputs for unknown source(s) {unknown}")
         self.inputs = inputs or {}
         self.declare_outlets(self.wide.rel)
 

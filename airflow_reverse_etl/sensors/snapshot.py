@@ -9,12 +9,13 @@ from typing import Any, Sequence
 
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
+from airflow.sdk.exceptions import AirflowSensorTimeout
 
 from airflow_reverse_etl import config
+from airflow_reverse_etl.delta_log import find_version
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlInfrastructureError, error_class
 from airflow_reverse_etl.operators.base import logical_date_of
-from airflow_reverse_etl.triggers.delta_log import find_version
-from airflow_reverse_etl.triggers.snapshot import DeltaVersionTrigger
+from airflow_reverse_etl.triggers.delta_version import DeltaVersionTrigger
 from spark_jobs.contract import table_rel
 
 
@@ -30,6 +31,10 @@ class SnapshotSensor(BaseSensorOperator):
     :param deferrable: wait in the triggerer (:class:`DeltaVersionTrigger`) instead of a worker slot.
     :param timeout: seconds before the task fails with a message naming the table and the condition.
 
+    A storage outage while reading the log counts as "not yet" (logged; the trigger also backs off);
+    a problem waiting cannot fix (access denied, not a Delta table, a corrupt log) fails the task
+    without retries, naming the table.
+
     Returns (XCom) ``{table, uri, version, logical_date}`` — a downstream ``DiffOperator`` given it
     reads exactly that version.
     """
@@ -43,7 +48,7 @@ class SnapshotSensor(BaseSensorOperator):
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if logical_date is not None and min_version is not None:
-            raise ValueError("SnapshotSensor: give logical_date or min_version, not both")
+            raise ReverseEtlConfigError("SnapshotSensor: give logical_date or min_version, not both")
         self.table = table
         self.logical_date = logical_date
         self.min_version = min_version
@@ -61,9 +66,17 @@ class SnapshotSensor(BaseSensorOperator):
     def _xcom(rel: str, uri: str, found: dict[str, Any]) -> dict[str, Any]:
         return {"table": rel, "uri": uri, "version": found["version"], "logical_date": found.get("logical_date")}
 
+    def _find(self, uri: str, date: str | None, min_version: int | None) -> dict[str, Any] | None:
+        """The version if it is there; None while it is not, or while the storage is unavailable."""
+        try:
+            return find_version(uri, date, min_version)
+        except ReverseEtlInfrastructureError as exc:
+            self.log.warning("%s; will look again", exc)
+            return None
+
     def poke(self, context) -> PokeReturnValue | bool:
         rel, uri, date, min_version = self._target(context)
-        found = find_version(uri, date, min_version)
+        found = self._find(uri, date, min_version)
         if not found:
             self.log.info("Not yet: %s", self._trigger(uri, date, min_version).describe())
             return False
@@ -81,7 +94,7 @@ class SnapshotSensor(BaseSensorOperator):
             except AirflowSensorTimeout as exc:
                 raise AirflowSensorTimeout(f"Timed out waiting for "
                                            f"{self._trigger(uri, date, min_version).describe()}: {exc}") from exc
-        found = find_version(uri, date, min_version)
+        found = self._find(uri, date, min_version)
         if found:  # already there: no need to hand over to the triggerer
             return self._xcom(rel, uri, found)
         self.defer(trigger=self._trigger(uri, date, min_version, deadline=time.time() + self.timeout),
@@ -94,4 +107,4 @@ class SnapshotSensor(BaseSensorOperator):
             return self._xcom(rel, uri, event)
         if event["status"] == "timeout":
             raise AirflowSensorTimeout(event["message"])
-        raise AirflowException(event.get("message") or f"Unexpected trigger event {event}")
+        raise error_class(event.get("category"))(event.get("message") or f"Unexpected trigger event {event}")

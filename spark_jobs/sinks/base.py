@@ -23,6 +23,8 @@ from spark_jobs.sinks.options import SinkOptions
 if TYPE_CHECKING:
     from spark_jobs.sinks.batch import ChangeBatch
 
+from spark_jobs.errors import RetryableError  # noqa: F401  (part of the sink protocol, for sink authors)
+
 OPERATIONS = ("upsert", "insert", "update", "delete")
 
 
@@ -56,14 +58,6 @@ class Retry:
 
 
 Outcome = Rejected | Retry | None
-
-
-class RetryableError(Exception):
-    """The whole batch failed for a transient reason (HTTP 429/5xx, lock timeout, broker busy)."""
-
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 @dataclass

@@ -29,9 +29,9 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
-from spark_jobs.sinks.base import Rejected, Retry, RetryableError, Sink
+from spark_jobs.sinks.base import Rejected, Retry, Sink
 from spark_jobs.sinks.batch import ChangeBatch
-from spark_jobs.errors import DestinationError
+from spark_jobs.errors import DestinationError, RetryableError
 
 log = logging.getLogger("airflow_reverse_etl.sink")
 

@@ -37,8 +37,8 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from spark_jobs.errors import ConfigError, DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, RetryableError, Sink, SinkCapabilities
+from spark_jobs.errors import ConfigError, DestinationError, RetryableError
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities
 from spark_jobs.sinks.options import SinkOptions, option
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})

@@ -34,8 +34,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from spark_jobs.errors import ConfigError, DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, RetryableError, SinkCapabilities
+from spark_jobs.errors import ConfigError, DestinationError, RetryableError
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities
 from spark_jobs.sinks.batch import ChangeBatch
 from spark_jobs.sinks.options import option
 from spark_jobs.sinks.sql import Column, SqlOptions, SqlSink, column_list, equal, insert, quote, spark_family

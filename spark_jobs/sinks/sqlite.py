@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterator, Sequence
 
-from spark_jobs.errors import DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, RetryableError, SinkCapabilities
+from spark_jobs.errors import DestinationError, RetryableError
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities
 from spark_jobs.sinks.options import option
 from spark_jobs.sinks.sql import Column, SqlOptions, SqlSink, equal, insert
 

@@ -1,0 +1,122 @@
+"""Read a Delta table's commit log with fsspec alone: which versions exist, and the logical date each
+commit carries. Cheap enough to poll from the triggerer, and never starts Spark.
+
+A Delta table's history is ``_delta_log/<20-digit version>.json``, one file per commit, each a line
+per action with ``commitInfo`` (and its ``userMetadata``) written first. Only the newest commits are
+read, and only up to their ``commitInfo`` line, until the wanted date is passed.
+
+Failures say whether waiting helps: a storage outage (:func:`airflow_reverse_etl.storage.is_transient`)
+raises :class:`ReverseEtlInfrastructureError`; access denied, a path that holds something other than
+a Delta table, or a corrupt commit raise a configuration or data error naming the table.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from airflow_reverse_etl.exceptions import (
+    ReverseEtlConfigError,
+    ReverseEtlDataError,
+    ReverseEtlError,
+    ReverseEtlInfrastructureError,
+)
+from airflow_reverse_etl.storage import is_transient
+from spark_jobs.contract import parse_commit_metadata, parse_logical_date
+from spark_jobs.timetravel import walk_recorded
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+
+
+@contextmanager
+def _reading(uri: str) -> Iterator[None]:
+    """Raise what reading the log of ``uri`` ran into as a provider error that says whether a later
+    attempt can succeed; errors nobody recognises pass through unchanged."""
+    try:
+        yield
+    except ReverseEtlError:
+        raise
+    except Exception as exc:
+        if is_transient(exc):
+            raise ReverseEtlInfrastructureError(f"Storage unavailable while reading the Delta log of {uri}: "
+                                                f"{type(exc).__name__}: {exc}") from exc
+        if isinstance(exc, PermissionError):
+            raise ReverseEtlConfigError(f"Permission denied reading the Delta log of {uri}: {exc}. Check the "
+                                        "warehouse storage's credentials and permissions.") from exc
+        if isinstance(exc, NotADirectoryError):
+            raise ReverseEtlConfigError(f"{uri} is not a Delta table: {exc}") from exc
+        raise
+
+
+def _refuse_plain_files(fs, path: str, uri: str) -> None:
+    """A table that does not exist yet is worth waiting for; a file, or a directory Spark finished
+    writing without Delta (``_SUCCESS`` but no ``_delta_log``; Delta never writes ``_SUCCESS``), never
+    becomes one."""
+    if fs.isfile(path):
+        raise ReverseEtlConfigError(f"{uri} is a file, not a Delta table")
+    if fs.exists(f"{path}/_SUCCESS"):
+        raise ReverseEtlConfigError(f"{uri} holds files written without Delta (_SUCCESS, no _delta_log): "
+                                    "it is not a Delta table; point at the table the snapshot writes")
+
+
+def _log_versions(fs, path: str, uri: str) -> list[int]:
+    log_dir = f"{path}/_delta_log"
+    fs.invalidate_cache(log_dir)  # object-store filesystems cache listings: a poll must see new commits
+    if not fs.exists(log_dir):
+        _refuse_plain_files(fs, path, uri)
+        return []
+    names = (name.rstrip("/").rsplit("/", 1)[-1] for name in fs.ls(log_dir, detail=False))
+    return sorted((int(m.group(1)) for m in map(_COMMIT.match, names) if m), reverse=True)
+
+
+def _commit_metadata(fs, path: str, uri: str) -> dict[str, Any]:
+    with fs.open(path, "r") as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                action = json.loads(line)
+            except ValueError as exc:
+                raise ReverseEtlDataError(f"The Delta log of {uri} is corrupt: {path.rsplit('/', 1)[-1]} line "
+                                          f"{number} is not JSON ({exc})") from exc
+            if "commitInfo" in action:
+                return parse_commit_metadata(action["commitInfo"].get("userMetadata"))
+    return {}
+
+
+def log_entries(uri: str) -> Iterator[dict[str, Any]]:
+    """Commits newest first as ``{"version", "metadata"}``, read lazily."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(uri)
+    path = path.rstrip("/")
+    for version in _log_versions(fs, path, uri):
+        yield {"version": version, "metadata": _commit_metadata(fs, f"{path}/_delta_log/{version:020d}.json", uri)}
+
+
+def latest_version(uri: str) -> int | None:
+    import fsspec
+
+    with _reading(uri):
+        fs, path = fsspec.core.url_to_fs(uri)
+        versions = _log_versions(fs, path.rstrip("/"), uri)
+    return versions[0] if versions else None
+
+
+def find_version(uri: str, logical_date: str | None = None, min_version: int | None = None) -> dict[str, Any] | None:
+    """The version satisfying the condition, or None while there is none (including no table yet).
+
+    ``min_version``: the latest version once it is >= N. ``logical_date``: the version recorded for
+    that date on the table's line of history (restores honoured).
+    """
+    if min_version is not None:
+        latest = latest_version(uri)
+        return {"version": latest} if latest is not None and latest >= int(min_version) else None
+    wanted = parse_logical_date(logical_date)
+    with _reading(uri):
+        for date, when, entry in walk_recorded(log_entries(uri)):
+            if when == wanted:
+                return {"version": entry["version"], "logical_date": date}
+            if when < wanted:  # logical dates increase with versions: it is not there (yet)
+                return None
+    return None

@@ -1,0 +1,162 @@
+"""DeltaVersionTrigger and SnapshotSensor under storage faults, with real parts: a Delta table written
+by the snapshot job, served from a real S3-compatible server (moto's) that is stopped and started
+again while the trigger polls. An outage keeps the trigger waiting (logged, backing off) until the
+version appears; a problem waiting cannot fix (a corrupt commit, a directory that is not a Delta
+table) ends the wait at once, naming the table, and fails the sensor without retries."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_reverse_etl.delta_log import find_version
+from airflow_reverse_etl.exceptions import ReverseEtlDataError, ReverseEtlInfrastructureError
+from airflow_reverse_etl.sensors.snapshot import SnapshotSensor
+from airflow_reverse_etl.triggers.delta_version import DeltaVersionTrigger
+from tests.support.jobs import job, write_parquet
+
+BUCKET = "lake"
+D = "2026-05-0{}T00:00:00+00:00"
+
+
+class MotoServer:
+    """moto's S3 server on a fixed port, which a test can stop and start again (moto keeps the
+    buckets in process memory, so the data survives the outage)."""
+
+    def __init__(self) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self._server = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+
+    def stop(self) -> None:
+        self._server.stop()
+
+
+@pytest.fixture
+def s3_server(monkeypatch):
+    import s3fs
+
+    server = MotoServer()
+    server.start()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "aretl-test-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aretl-test-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # the client's own retries would only slow each poll down
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem()
+    fs.makedirs(BUCKET, exist_ok=True)  # moto keeps its buckets per process, across servers
+    yield server
+    if fs.exists(f"{BUCKET}/warehouse"):
+        fs.rm(f"{BUCKET}/warehouse", recursive=True)
+    server.stop()
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+def snap(spark, warehouse: str, src: str, day: int) -> None:
+    write_parquet(spark, src, [(1, f"d{day}")], "id INT, v STRING")
+    job(spark, "snapshot", warehouse, name="orders", primary_key=["id"], source={"format": "parquet", "path": src},
+        logical_date=D.format(day), run_id=f"run-{day}")
+
+
+def upload_log(local_table: str, remote_table: str, versions) -> None:
+    import s3fs
+
+    fs = s3fs.S3FileSystem()
+    for version in versions:
+        name = f"_delta_log/{version:020d}.json"
+        fs.put_file(str(Path(local_table) / name), f"{remote_table.removeprefix('s3://')}/{name}")
+
+
+def first_event(trigger):
+    async def run():
+        async for event in trigger.run():
+            return event.payload
+    return asyncio.run(run())
+
+
+def test_a_storage_outage_keeps_the_trigger_waiting_until_the_version_appears(spark, warehouse, tmp_path,
+                                                                              s3_server, capfd):
+    src, local = str(tmp_path / "src"), f"{warehouse}/snapshots/orders"
+    for day in (1, 2):
+        snap(spark, warehouse, src, day)
+    remote = f"s3://{BUCKET}/warehouse/snapshots/orders"
+    upload_log(local, remote, [0])
+    assert find_version(remote, D.format(1)) == {"version": 0, "logical_date": D.format(1)}
+
+    s3_server.stop()
+    with pytest.raises(ReverseEtlInfrastructureError, match=f"Storage unavailable while reading the Delta log of "
+                                                            f"{remote}"):
+        find_version(remote, D.format(2))
+
+    def recover():
+        time.sleep(3)  # several polls fail meanwhile
+        s3_server.start()
+        upload_log(local, remote, [1])
+
+    recovering = threading.Thread(target=recover)
+    recovering.start()
+    trigger = DeltaVersionTrigger(uri=remote, logical_date=D.format(2), poll_interval=0.2, deadline=time.time() + 120)
+    event = first_event(trigger)
+    recovering.join()
+    assert event == {"status": "found", "uri": remote, "version": 1, "logical_date": D.format(2)}
+    log = capfd.readouterr().out  # Airflow logs to stdout
+    assert f"Poll 1: Storage unavailable while reading the Delta log of {remote}" in log
+    assert f"still waiting for Delta table {remote} to have a version for logical date {D.format(2)}" in log
+
+
+def test_an_outage_past_the_deadline_times_out_saying_so(s3_server):
+    remote = f"s3://{BUCKET}/warehouse/snapshots/orders"
+    s3_server.stop()
+    event = first_event(DeltaVersionTrigger(uri=remote, min_version=0, poll_interval=0.2, deadline=time.time() + 2))
+    s3_server.start()
+    assert event["status"] == "timeout"
+    assert f"waiting for Delta table {remote} to have a version >= 0 (the storage was unavailable" in event["message"]
+
+
+def test_a_corrupt_commit_ends_the_wait_and_fails_the_sensor_without_retries(spark, warehouse, tmp_path, s3_server):
+    import s3fs
+
+    src, local = str(tmp_path / "src"), f"{warehouse}/snapshots/orders"
+    snap(spark, warehouse, src, 1)
+    remote = f"s3://{BUCKET}/warehouse/snapshots/orders"
+    upload_log(local, remote, [0])
+    s3fs.S3FileSystem().pipe_file(f"{BUCKET}/warehouse/snapshots/orders/_delta_log/{1:020d}.json", b'{"commitInfo":')
+
+    event = first_event(DeltaVersionTrigger(uri=remote, logical_date=D.format(2), poll_interval=0.2,
+                                            deadline=time.time() + 60))
+    assert event["status"] == "error" and event["category"] == "data"
+    assert f"The Delta log of {remote} is corrupt: {1:020d}.json line 1 is not JSON" in event["message"]
+
+    sensor = SnapshotSensor(task_id="wait", table="orders", logical_date=D.format(2),
+                            warehouse=f"s3://{BUCKET}/warehouse")
+    with pytest.raises(ReverseEtlDataError, match="is corrupt") as failure:
+        sensor.execute_complete({}, event)
+    assert isinstance(failure.value, AirflowFailException)
+    with pytest.raises(ReverseEtlDataError, match="is corrupt"):  # poke mode says the same
+        sensor.poke({})
+
+
+def test_a_directory_of_plain_files_is_not_waited_for(spark, warehouse):
+    plain = f"{warehouse}/snapshots/orders"
+    write_parquet(spark, plain, [(1, "a")], "id INT, v STRING")  # parquet, not Delta: Spark leaves _SUCCESS
+    event = first_event(DeltaVersionTrigger(uri=plain, min_version=0, poll_interval=0.2, deadline=time.time() + 60))
+    assert event["status"] == "error" and event["category"] == "config"
+    assert f"{plain} holds files written without Delta (_SUCCESS, no _delta_log)" in event["message"]
