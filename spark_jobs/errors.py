@@ -25,3 +25,8 @@ class SchemaDriftError(JobError):
 
 class DestinationError(JobError):
     """The destination refused the sync as a whole (unreachable, schema mismatch, safety limit)."""
+
+
+class StaleCommitError(JobError):
+    """A sync would commit a consumer version over a commit it did not start from (a stale re-run, or
+    two syncs of one consumer at once): refused, so the committed version never moves backwards."""

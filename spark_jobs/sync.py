@@ -276,6 +276,10 @@ def _sync(spark, wh: Warehouse, spec: dict[str, Any], mode: str, destination: di
         plan_ref = table_ref(wh, plan_rel, latest_version(spark, wh.uri(plan_rel)))
         return {**result, "committed": False, "plan": plan_ref, "stats": Stats().__dict__, "outputs": [plan_ref]}
 
+    expected = None  # the consumer's commit this sync moves on from (compare-and-set)
+    if spec.get("commit", True):  # a stale sync fails here, before sending anything
+        expected = consumers.require_position(spark, wh, spec["table"], spec["consumer"], spec.get("from_version"),
+                                              int(spec["to_version"]))
     sink.prepare(schema)
     if mode == "mirror" and planned.get("delete"):
         _guard_mass_delete(spark, wh, sink, planned["delete"], spec)
@@ -306,8 +310,8 @@ def _sync(spark, wh: Warehouse, spec: dict[str, Any], mode: str, destination: di
             delete(spark, outcomes_uri)
 
     committed = False
-    if spec.get("commit", True):
-        consumers.commit(spark, wh, spec["table"], spec["consumer"], int(spec["to_version"]), spec.get("run_id"))
+    if expected is not None:
+        consumers.commit_from(spark, wh, expected, int(spec["to_version"]), spec.get("run_id"))
         committed = True
     progress_so_far["committed"] = committed
     # delivery_s: wall time of the delivery itself (reading the operations, sending, acknowledgements),
