@@ -90,7 +90,7 @@ def committed_versions(spark, wh: Warehouse, consumer_prefix: str) -> dict[tuple
     from pyspark.sql import functions as F
 
     found = positions(spark, wh, F.col("consumer").startswith(consumer_prefix))
-    return {pair: p.version for pair, p in found.items()}
+    return {pair: p.version for pair, p in found.items() if p.version is not None}
 
 
 def commit(spark, wh: Warehouse, table_rel: str, consumer: str, version: int, run_id: str | None) -> None:

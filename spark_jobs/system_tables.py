@@ -81,7 +81,9 @@ def read(spark, uri: str, ddl: str):
         if not has_condition(exc, *MISSING):
             raise
         return spark.createDataFrame([], ddl)
-    for field in StructType.fromDDL(ddl).fields:
+    schema = StructType.fromDDL(ddl)
+    assert isinstance(schema, StructType), ddl  # a column list always parses to a struct
+    for field in schema.fields:
         if field.name not in present:
             frame = frame.withColumn(field.name, F.lit(None).cast(field.dataType))
     return frame
