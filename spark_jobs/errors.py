@@ -146,3 +146,11 @@ def explain(exc: BaseException, warehouse: str | None = None) -> JobError | None
     if isinstance(exc, JobError):
         return exc
     return ConcurrentWriteError.from_delta(exc, warehouse)
+
+
+class StaleCommitError(JobError):
+    """A sync would commit a consumer version over a commit it did not start from (a stale re-run, or
+    two syncs of one consumer at once): refused, so the committed version never moves backwards. A
+    retry of the same task fails the same way (its change set starts from the old position), so it is
+    not retryable (a permanent error: the task fails without retries): run the DAG for the current date,
+    whose diff starts from the committed version."""

@@ -4,6 +4,9 @@ and wrote.
 ``<warehouse>/_system/lineage`` answers "which run produced version 12 of snapshots/customers, and
 from which source version?" without the Airflow metadata DB. The entry point appends the row after
 the job succeeded, so a failed job leaves no row, and a row always names versions that exist.
+
+The row is one blind append (:mod:`spark_jobs.system_tables`): the first one creates the table, so a
+job pays no existence check, and appends of tasks finishing at once do not conflict.
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from spark_jobs import system_tables
 from spark_jobs.contract import JobSpec, Warehouse
-from spark_jobs.lake import ensure_system_table, retry_on_conflict
 
 TABLE = "lineage"
 REF = "STRUCT<name: STRING, uri: STRING, version: BIGINT>"
@@ -31,20 +34,16 @@ def _refs(refs: list[dict[str, Any]] | None) -> list[tuple]:
 
 
 def record_run(spark, spec: JobSpec, result: dict[str, Any], duration_s: float) -> None:
-    """Append the lineage row of a successful run (retrying when another task appends at once)."""
-    uri = spec.lake.system(TABLE)
-    ensure_system_table(spark, uri, DDL)
+    """Append the lineage row of a successful run."""
+    wh = spec.lake
     row = (
         spec.job, spec.run_id, spec.logical_date, spec.dag_id, spec.task_id,
         _refs(result.get("inputs")), _refs(result.get("outputs")), datetime.now(timezone.utc),
         round(float(duration_s), 3),
     )
-    frame = spark.createDataFrame([row], DDL)
-    retry_on_conflict(lambda: frame.write.format("delta").mode("append").save(uri))()
+    system_tables.append(spark.createDataFrame([row], DDL), wh.system(TABLE))
 
 
 def read_lineage(spark, warehouse: str):
     """The lineage table as a DataFrame (empty when no job has run yet)."""
-    uri = Warehouse(warehouse).system(TABLE)
-    ensure_system_table(spark, uri, DDL)
-    return spark.read.format("delta").load(uri)
+    return system_tables.read(spark, Warehouse(warehouse).system(TABLE), DDL)

@@ -15,11 +15,11 @@ import math
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-from spark_jobs.consumers import TABLE as CONSUMERS, DDL as CONSUMERS_DDL
+from spark_jobs import consumers
 from spark_jobs.contract import MaintenanceResult, MaintenanceSpec, Warehouse, table_ref
 from spark_jobs.errors import ConfigError
 from spark_jobs.keys import require_columns
-from spark_jobs.lake import commit_metadata, delta_path, ensure_system_table, history, is_delta_table, latest_version
+from spark_jobs.lake import commit_metadata, delta_path, history, is_delta_table, latest_version
 from spark_jobs.savepoints import savepointed_versions
 
 CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
@@ -30,10 +30,7 @@ def consumer_floor(spark, wh: Warehouse, rel: str) -> int | None:
     """The oldest version any consumer of ``rel`` has committed (its next diff starts after it)."""
     from pyspark.sql import functions as F
 
-    uri = wh.system(CONSUMERS)
-    ensure_system_table(spark, uri, CONSUMERS_DDL)
-    row = spark.read.format("delta").load(uri).where(F.col("table") == rel).agg(
-        F.min("committed_version").alias("floor")).first()
+    row = consumers.latest(spark, wh, F.col("table") == rel).agg(F.min("committed_version").alias("floor")).first()
     return None if row["floor"] is None else int(row["floor"])
 
 

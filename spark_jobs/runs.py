@@ -3,6 +3,9 @@
 What a team asks after the fact — how much did last night's sync send, how much was refused, how
 long did it take, which versions did it cover, did it commit — answered from one small Delta table,
 including for runs that failed (``status = 'failed'`` with the error) and dry runs.
+
+Each row is one blind append (:mod:`spark_jobs.system_tables`): no read, no existence check, no
+conflict with other tasks appending at once.
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
+from spark_jobs import system_tables
 from spark_jobs.contract import SinkSpec, Warehouse
-from spark_jobs.lake import retry_on_conflict
 
 TABLE = "runs"
 DDL = (
@@ -46,11 +49,9 @@ def record(spark, wh: Warehouse, spec: SinkSpec, *, sink: str, destination: str,
         **{name: int(stats.get(name, 0)) for name in ("sent", "inserted", "updated", "deleted", "rejected", "retried")},
         "outcomes": {k: int(v) for k, v in (stats.get("outcomes") or {}).items()},
     }
-    uri = wh.system(TABLE)
     from pyspark.sql.types import StructType
 
     schema = StructType.fromDDL(DDL)
     frame = spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema)
-    # An append creates the table on first use; two first runs racing are a conflict, retried.
-    retry_on_conflict(lambda: frame.write.format("delta").mode("append").save(uri))()
+    system_tables.append(frame, wh.system(TABLE))
     return row

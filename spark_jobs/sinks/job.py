@@ -281,6 +281,10 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
         plan_ref = table_ref(wh, plan_rel, latest_version(spark, wh.uri(plan_rel)))
         return result(committed=False, plan=plan_ref, stats=Stats().__dict__, outputs=[plan_ref])
 
+    expected = None  # the consumer's commit this sync moves on from (compare-and-set)
+    if spec.commit:  # a stale sync fails here, before sending anything
+        expected = consumers.require_position(spark, wh, spec.table, spec.consumer, spec.from_version,
+                                              spec.to_version)
     sink.prepare(schema)
     if mode == "mirror" and planned.get("delete"):
         _guard_mass_delete(spark, wh, sink, planned["delete"], spec)
@@ -305,8 +309,8 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
                        spec.to_version, processed, refused)
 
     committed = False
-    if spec.commit:
-        consumers.commit(spark, wh, spec.table, spec.consumer, spec.to_version, spec.run_id)
+    if expected is not None:
+        consumers.commit_from(spark, wh, expected, spec.to_version, spec.run_id)
         committed = True
     progress_so_far["committed"] = committed
     # delivery_s: wall time of the delivery itself (reading the operations, sending, acknowledgements),

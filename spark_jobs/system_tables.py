@@ -1,0 +1,89 @@
+"""Append-only bookkeeping tables under ``<warehouse>/_system``: written by blind appends, read as
+"latest per key".
+
+Every job writes a little system state on its success path (the consumer commit, the run history,
+the lineage row). Written with a MERGE, that state cost seconds per job for a handful of rows: the
+MERGE reads the table, joins, rewrites files and conflicts with every other task writing the table.
+A blind append reads nothing, writes one small file and commutes with other tasks' appends, so it
+never has to be retried because another task wrote first. Tables that answer "the current value per
+key" (consumers) keep every appended row and resolve the newest one at read time.
+
+Each table stays a plain Delta table at its path (``_system/consumers``, ``_system/runs``,
+``_system/lineage``) that users can query. Delta cannot commit to several tables atomically, so a
+sync makes three appends (consumer commit, run row, lineage row) and other jobs one (lineage); none
+of them reads or rewrites anything.
+
+Nothing checks whether a table exists before writing: the first append creates it (two first appends
+racing collide on the creation, and the loser tries again), and a read of a table not yet created is
+an empty frame. Only the Spark DataFrame and SQL APIs are used, so this works over Spark Connect too.
+"""
+
+from __future__ import annotations
+
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+#: Delta's optimistic-concurrency errors, by the condition Spark reports (the same text in classic
+#: py4j errors and in Spark Connect errors, where Delta's Python exception classes do not apply).
+CONFLICTS = (
+    "DELTA_CONCURRENT_APPEND", "DELTA_CONCURRENT_DELETE_READ", "DELTA_CONCURRENT_DELETE_DELETE",
+    "DELTA_CONCURRENT_TRANSACTION", "DELTA_CONCURRENT_WRITE", "DELTA_METADATA_CHANGED",
+    "DELTA_PROTOCOL_CHANGED",
+)
+#: Another writer committed for the same idempotent-write application id (``txnAppId``) meanwhile.
+CONCURRENT_TRANSACTION = "DELTA_CONCURRENT_TRANSACTION"
+#: What reading a table that was never written reports.
+MISSING = ("PATH_NOT_FOUND", "DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND")
+
+
+def has_condition(exc: BaseException, *conditions: str) -> bool:
+    """Whether Spark reported ``exc`` with one of the error conditions (``[PATH_NOT_FOUND] ...``)."""
+    return any(f"[{c}]" in str(exc) for c in conditions)
+
+
+def _retryable(exc: BaseException) -> bool:
+    # A lost idempotent write is an answer (someone else committed for that key), never retried.
+    return has_condition(exc, *CONFLICTS) and not has_condition(exc, CONCURRENT_TRANSACTION)
+
+
+_retry_on_conflict = retry(
+    retry=retry_if_exception(_retryable),
+    wait=wait_random_exponential(multiplier=0.2, max=5),
+    stop=stop_after_attempt(8),
+    reraise=True,
+)
+
+
+def append(frame, uri: str, txn: tuple[str, int] | None = None) -> None:
+    """Append ``frame`` to the Delta table at ``uri``, creating it on first use.
+
+    ``txn`` = (application id, version) makes the append a Delta idempotent write: Delta skips it
+    when that application already committed a version >= this one, and fails it with
+    ``DELTA_CONCURRENT_TRANSACTION`` when a concurrent transaction of the same application committed
+    first. ``mergeSchema`` lets a table written by an older release gain this release's columns.
+    """
+    writer = frame.write.format("delta").mode("append").option("mergeSchema", "true")
+    if txn is not None:
+        writer = writer.option("txnAppId", txn[0]).option("txnVersion", int(txn[1]))
+    _retry_on_conflict(lambda: writer.save(uri))()
+
+
+def read(spark, uri: str, ddl: str):
+    """The table at ``uri`` with at least the columns of ``ddl``: empty when nothing was appended yet,
+    and columns an older release did not write read as nulls."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    try:
+        frame = spark.read.format("delta").load(uri)
+        present = set(frame.columns)  # Spark Connect resolves lazily: a missing table fails here
+    except AnalysisException as exc:
+        if not has_condition(exc, *MISSING):
+            raise
+        return spark.createDataFrame([], ddl)
+    schema = StructType.fromDDL(ddl)
+    assert isinstance(schema, StructType), ddl  # a column list always parses to a struct
+    for field in schema.fields:
+        if field.name not in present:
+            frame = frame.withColumn(field.name, F.lit(None).cast(field.dataType))
+    return frame
