@@ -50,31 +50,90 @@ GOALS = {  # figure -> (goal text, predicate), from issue 11
 }
 
 
+# ---------------------------------------------------------------- source data (pyarrow, 1k rows)
+# bench.data makes the harness's data with DuckDB; this scenario needs only 1k rows and runs where the
+# bench extra is not installed, so it builds rows of the same 16 columns in Python with the same
+# arithmetic on the id (deterministic, no random generator).
+
+CITIES = ["London", "Paris", "Berlin", "Madrid", "Rome", "Oslo", "Lisbon", "Vienna"]
+COUNTRIES = ["GB", "FR", "DE", "ES", "IT", "NO", "PT", "AT"]
+
+
+def _row(i: int, seed: int, version: int) -> dict:
+    from datetime import datetime, timedelta
+    from decimal import Decimal
+
+    h = (i * 2654435761 + seed) % 1000003
+    return {"id": i, "account_id": h % 50000, "name": f"name-{h}", "email": f"user{i}@example.com",
+            "city": CITIES[h % 8], "country": COUNTRIES[h % 8],
+            "tier": ["bronze", "silver", "gold", "platinum"][(h + version) % 4],
+            "status": ["active", "dormant", "churned"][(h + version) % 3],
+            "score": h % 10000 / 100.0 + version, "balance": Decimal(h * 7 % 100000000) / 100 + version,
+            "quantity": h % 500 + version, "discount": h % 30 / 100.0, "is_active": h % 5 != 0,
+            "created_at": datetime(2024, 1, 1, tzinfo=UTC) + timedelta(seconds=h % 31536000),
+            "updated_at": datetime(2025, 1, 1, tzinfo=UTC) + timedelta(seconds=h % 86400 + version * 86400),
+            "note": None if h % 3 == 0 else f"note {h % 997}"}
+
+
+def _schema():
+    import pyarrow as pa
+
+    return pa.schema([("id", pa.int64()), ("account_id", pa.int64()), ("name", pa.string()),
+                      ("email", pa.string()), ("city", pa.string()), ("country", pa.string()),
+                      ("tier", pa.string()), ("status", pa.string()), ("score", pa.float64()),
+                      ("balance", pa.decimal128(18, 2)), ("quantity", pa.int32()), ("discount", pa.float64()),
+                      ("is_active", pa.bool_()), ("created_at", pa.timestamp("us", tz="UTC")),
+                      ("updated_at", pa.timestamp("us", tz="UTC")), ("note", pa.string())])
+
+
+def write_source(rows: list[dict], path: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(rows, schema=_schema()), path)
+
+
+def read_source(path: str) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
+def mutate(rows: list[dict], seed: int, update: float, insert: float, delete: float) -> tuple[list[dict], dict]:
+    """The next version: update / delete the rows a hash of the id picks, append new ids after the
+    largest one; and the intended change counts."""
+    pick = lambda i: (i * 40503 + seed * 7919) % 1000000 / 1000000.0
+    top = max(r["id"] for r in rows)
+    kept = [r if pick(r["id"]) >= update else _row(r["id"], seed, 1)
+            for r in rows if not update <= pick(r["id"]) < update + delete]
+    added = [_row(i, seed, 0) for i in range(top + 1, top + 1 + int(len(rows) * insert))]
+    counts = {"update": sum(pick(r["id"]) < update for r in rows), "insert": len(added),
+              "delete": len(rows) - len(kept)}
+    return kept + added, counts
+
+
 def destination_matches(database: Path, source: str) -> bool:
     """Whether the SQLite table holds exactly the rows of the Parquet ``source`` (the snapshot's
-    input). Values are compared as text after the sink's conversions (numbers rounded, booleans as
-    0/1, timestamps as UTC ``YYYY-MM-DD HH:MM:SS``)."""
-    from bench import data
-
+    input). Values are compared as text after the sink's conversions: numbers, booleans and decimals
+    as 6-decimal floats, timestamps as UTC ``YYYY-MM-DD HH:MM:SS`` (the machine runs in UTC)."""
     def norm(value):
         if value is None:
             return None
-        if isinstance(value, bool):
-            return str(int(value))
-        if isinstance(value, (int, float)) or type(value).__name__ == "Decimal":
-            return f"{float(value):.6f}"
         if hasattr(value, "astimezone"):
             return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
         text = str(value)
         if len(text) >= 19 and text[4] == "-" and text[10] in "T ":  # an ISO timestamp stored as text
             return text[:10] + " " + text[11:19]
-        return text
+        try:  # numbers, booleans (0/1) and decimals (stored as text) alike
+            return f"{float(value):.6f}"
+        except ValueError:
+            return text
 
-    columns = ", ".join(f'"{c}"' for c in data.COLUMNS)
+    names = _schema().names
+    columns = ", ".join(f'"{c}"' for c in names)
     with sqlite3.connect(database) as conn:
         sent = {tuple(map(norm, row)) for row in conn.execute(f"SELECT {columns} FROM contacts")}
-    expected = {tuple(map(norm, row)) for row in
-                data.connect().execute(f"SELECT {columns} FROM read_parquet('{source}')").fetchall()}
+    expected = {tuple(norm(row[c]) for c in names) for row in read_source(source)}
     return sent == expected
 
 
@@ -111,15 +170,13 @@ def _run_dag(home: Path, source: str) -> dict:
 def _warm(url: str, home: Path, source: str) -> dict:
     """The three jobs again in one open Connect session, for WARM_REPEATS new logical dates."""
     from airflow_reverse_etl.hooks.spark_job import spark_jobs_archive
-    from bench import data
     from spark_jobs.entry import run
     from spark_jobs.session import connect_session
 
     specs = _job_specs(home / "warehouse")
-    con = data.connect()
     times: dict[str, list[float]] = {"snapshot": [], "diff": [], "sync": []}
     correct, changed = [], []
-    max_id, base = 1000, source
+    rows = read_source(source)
     with connect_session(url) as spark:
         spark.addArtifacts(spark_jobs_archive(), pyfile=True)
         spark.range(1).count()  # the session is warm: artifacts uploaded, first plan compiled
@@ -134,8 +191,8 @@ def _warm(url: str, home: Path, source: str) -> dict:
 
         for k in range(WARM_REPEATS):
             version = str(home / f"source-v{k + 2}.parquet")
-            counts = data.mutate(con, base, max_id, version, data.Mutation(*WARM_MUTATION), seed=100 + k)
-            max_id, base = max_id + counts["insert"], version
+            rows, counts = mutate(rows, 100 + k, *WARM_MUTATION)
+            write_source(rows, version)
             day = f"2026-01-{k + 2:02d}"
             snap = timed("snapshot", {**specs["snapshot"], "source": {"format": "parquet", "path": version},
                                       "logical_date": day, "run_id": f"warm-{day}"})
@@ -150,7 +207,6 @@ def _warm(url: str, home: Path, source: str) -> dict:
 
 
 def child(mode: str, url: str | None, out: Path) -> None:
-    from bench import data
     from bench.orchestration import ROWS, _environment, _submit_noop
 
     home = Path(tempfile.mkdtemp(prefix=f"aretl-bench-latency-{mode}-"))
@@ -159,7 +215,7 @@ def child(mode: str, url: str | None, out: Path) -> None:
         os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
             {"conn_type": "spark_connect", "host": url.rsplit(":", 1)[0], "port": int(url.rsplit(":", 1)[1])})
     source = str(home / "source.parquet")
-    data.generate(data.connect(), ROWS, source)
+    write_source([_row(i, 42, 0) for i in range(1, ROWS + 1)], source)
     report = {"dag": _run_dag(home, source)}
     out.write_text(json.dumps(report))  # the DAG's figure survives a failing tail
     if mode == "connect":
