@@ -193,7 +193,7 @@ def _warm(url: str, home: Path, source: str) -> dict:
             version = str(home / f"source-v{k + 2}.parquet")
             rows, counts = mutate(rows, 100 + k, *WARM_MUTATION)
             write_source(rows, version)
-            day = f"2026-01-{k + 2:02d}"
+            day = f"2026-01-{k + 2:02d}T00:00:00+00:00"  # as the operators write it
             snap = timed("snapshot", {**specs["snapshot"], "source": {"format": "parquet", "path": version},
                                       "logical_date": day, "run_id": f"warm-{day}"})
             diff = timed("diff", {**specs["diff"], "to_version": snap["version"],
