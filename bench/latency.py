@@ -8,7 +8,8 @@
 - ``warm_snapshot_s`` / ``warm_diff_s`` / ``warm_sync_s``: after the Connect DAG run, the same three
   jobs (the specs the operators wrote) in one already-open Spark Connect session — the warm path a
   user gets from a running server — for further logical dates whose source changes some rows, so the
-  diff and the sync move real changes; the median of ``WARM_REPEATS``.
+  diff and the sync move real changes (the sync in ``mirror`` mode, so deletes reach the destination);
+  the median of ``WARM_REPEATS``.
 - ``submit_noop_s``: a spark-submit that only starts a Delta session (scenario 5's reference).
 
 After every run the SQLite destination must hold exactly the rows of the snapshot's source version
@@ -198,7 +199,9 @@ def _warm(url: str, home: Path, source: str) -> dict:
                                       "logical_date": day, "run_id": f"warm-{day}"})
             diff = timed("diff", {**specs["diff"], "to_version": snap["version"],
                                   "logical_date": day, "run_id": f"warm-{day}"})
-            timed("sync", {**specs["sync"], "logical_date": day, "run_id": f"warm-{day}",
+            # mirror, not the DAG's upsert: these dates delete rows, and the destination must
+            # equal the snapshot afterwards (the DAG's first date only inserts, where both agree)
+            timed("sync", {**specs["sync"], "mode": "mirror", "logical_date": day, "run_id": f"warm-{day}",
                            **{key: diff.get(key) for key in ("changes", "table", "consumer", "primary_key",
                                                              "from_version", "to_version")}})
             changed.append(diff["counts"])
