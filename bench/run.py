@@ -8,7 +8,8 @@ machine the ratios, not the seconds, are what count.
 Scenarios: 1 snapshot + diff of a full extract; 2 the Change Data Feed fast path; 3 wide table and
 4 sinks (``bench.bench_widen`` / ``bench.bench_sinks``); 5 orchestration overhead
 (Airflow + spark-submit, in a child process); 6 driver peak memory at N and N/10 on a real standalone
-cluster (``--master`` runs the in-process scenarios on any master).
+cluster (``--master`` runs the in-process scenarios on any master); 7 latency of the 1k-row DAG in both
+execution modes (spark-submit and Spark Connect) and warm per-job times (``bench.latency``).
 
 A scenario that raises is recorded as failed (``{"error": ...}`` in the results, its traceback on
 stderr, a FAILED line in the table), the others still run, and the exit status is 1. Skips are only
@@ -30,7 +31,7 @@ import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import data
+from bench import data, latency
 from bench.data import Mutation
 from bench.references import duckdb_diff, spark_join_diff
 
@@ -50,6 +51,7 @@ GOALS = {  # ratio name -> (goal text, predicate)
     "s4.http_delivery_records_per_s": (">= 20k records/s (delivery)", lambda r: r >= 20_000),
     "s4.kafka_job_messages_per_s": (">= 100k messages/s (whole job)", lambda r: r >= 100_000),
     "s4.kafka_delivery_messages_per_s": (">= 100k messages/s (delivery)", lambda r: r >= 100_000),
+    **latency.GOALS,  # scenario 7's goals are on figures (seconds), not ratios
 }
 
 
@@ -217,6 +219,12 @@ def scenario_5() -> dict:
     return json.loads(out.read_text())
 
 
+def scenario_7() -> dict:
+    out = REPO / ".cache" / "bench" / "latency.json"
+    subprocess.run([sys.executable, "-m", "bench.latency", "--out", str(out)], check=True, cwd=REPO)
+    return json.loads(out.read_text())
+
+
 def attempt(results: dict, scenario: str, fn, *args) -> None:
     """Run one scenario into ``results[scenario]``; if it raises, record it as failed (the error in
     the results, the traceback on stderr) and go on: one broken scenario must neither vanish from the
@@ -352,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--scenarios", default="1,2,3,4,5,6", type=lambda s: s.split(","))
+    parser.add_argument("--scenarios", default="1,2,3,4,5,6,7", type=lambda s: s.split(","))
     parser.add_argument("--update", type=float, default=0.01)
     parser.add_argument("--insert", type=float, default=0.005)
     parser.add_argument("--delete", type=float, default=0.005)
@@ -386,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
                 write(args.out, report)  # an interrupted run keeps its finished repetitions
         finally:
             spark.stop()
-    if "5" in args.scenarios or "6" in args.scenarios:
+    if {"5", "6", "7"} & set(args.scenarios):
         if not report["runs"]:
             report["runs"].append({"scenarios": {}, "rss": {"jvm_peak_rss_mib": None, "python_peak_rss_mib": None}})
         extra = {}
@@ -394,6 +402,8 @@ def main(argv: list[str] | None = None) -> int:
             attempt(extra, "5", scenario_5)
         if "6" in args.scenarios:
             attempt(extra, "6", scenario_6, args)
+        if "7" in args.scenarios:
+            attempt(extra, "7", scenario_7)
         for run in report["runs"]:  # measured once, shown against every repetition
             run["scenarios"].update(extra)
 
