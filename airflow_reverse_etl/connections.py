@@ -36,7 +36,8 @@ def jdbc_source(conn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
         port = f":{conn.port}" if conn.port else ""
         url = f"jdbc:{scheme}://{conn.host}{port}/{conn.schema or ''}"
     else:
-        raise ReverseEtlConfigError(f"Connection {conn_id!r} of type {conn.conn_type!r} cannot be used as a JDBC source")
+        raise ReverseEtlConfigError(
+            f"Connection {conn_id!r} of type {conn.conn_type!r} cannot be used as a JDBC source")
     settings: dict[str, Any] = {"url": url, "user": conn.login, "driver": driver}
     secrets = {}
     if conn.password:

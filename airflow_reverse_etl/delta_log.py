@@ -112,6 +112,8 @@ def find_version(uri: str, logical_date: str | None = None, min_version: int | N
     if min_version is not None:
         latest = latest_version(uri)
         return {"version": latest} if latest is not None and latest >= int(min_version) else None
+    if logical_date is None:
+        raise ReverseEtlConfigError(f"Waiting on {uri} needs a logical_date or a min_version")
     wanted = parse_logical_date(logical_date)
     with _reading(uri):
         for date, when, entry in walk_recorded(log_entries(uri)):

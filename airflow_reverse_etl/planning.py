@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.widen.config import WideTable, parse
+
+if TYPE_CHECKING:
+    from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
 
 SNAPSHOT, FULL_JOIN, LEFT_JOIN, PUBLISH = 1, 2, 3, 4
 MERGES = (FULL_JOIN, LEFT_JOIN)
@@ -108,6 +111,7 @@ def wide_table_group(wide_table: dict[str, Any], *, snapshots: dict[str, dict[st
             raise ReverseEtlConfigError(f"Source {name} reads {table}, which no snapshot task writes")
     publish = dict(publish) if publish else None
     tasks: dict[str, Any] = {}
+    task: ReverseEtlJobOperator
     with TaskGroup(group_id=group_id or t.name) as group:
         for step in plan(t, list(snapshots), publish is not None):
             if step.priority == SNAPSHOT:
@@ -119,7 +123,7 @@ def wide_table_group(wide_table: dict[str, Any], *, snapshots: dict[str, dict[st
                 task = WidenTableOperator(task_id=step.task_id, wide_table=wide_table, sources=list(step.sources),
                                           inputs=inputs, **operator_kwargs)
             else:
-                sink_kwargs = dict(publish)
+                sink_kwargs = dict(publish or {})
                 consumer, columns = sink_kwargs.pop("consumer"), sink_kwargs.pop("columns", None)
                 (last_merge,) = step.upstream
                 task = DiffOperator(task_id=step.task_id, snapshot=tasks[last_merge].output, consumer=consumer,

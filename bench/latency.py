@@ -103,7 +103,9 @@ def read_source(path: str) -> list[dict]:
 def mutate(rows: list[dict], seed: int, update: float, insert: float, delete: float) -> tuple[list[dict], dict]:
     """The next version: update / delete the rows a hash of the id picks, append new ids after the
     largest one; and the intended change counts."""
-    pick = lambda i: (i * 40503 + seed * 7919) % 1000000 / 1000000.0
+    def pick(i: int) -> float:
+        return (i * 40503 + seed * 7919) % 1000000 / 1000000.0
+
     top = max(r["id"] for r in rows)
     kept = [r if pick(r["id"]) >= update else _row(r["id"], seed, 1)
             for r in rows if not update <= pick(r["id"]) < update + delete]
@@ -201,7 +203,7 @@ def _warm(url: str, home: Path, source: str) -> dict:
                                   "logical_date": day, "run_id": f"warm-{day}"})
             # mirror, not the DAG's upsert: these dates delete rows, and the destination must
             # equal the snapshot afterwards (the DAG's first date only inserts, where both agree)
-            timed("sync", {**specs["sync"], "mode": "mirror", "logical_date": day, "run_id": f"warm-{day}",
+            timed("sync", {**specs["sink"], "mode": "mirror", "logical_date": day, "run_id": f"warm-{day}",
                            **{key: diff.get(key) for key in ("changes", "table", "consumer", "primary_key",
                                                              "from_version", "to_version")}})
             changed.append(diff["counts"])

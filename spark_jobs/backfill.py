@@ -16,8 +16,8 @@ def run_backfill(spark, spec: BackfillSpec) -> BackfillResult:
     runs = [run_snapshot(spark, snapshot) for snapshot in spec.snapshots()]
     return BackfillResult(
         table=runs[-1].table, uri=runs[-1].uri, version=runs[-1].version,
-        versions={r.logical_date: r.version for r in runs},
-        reused=[r.logical_date for r in runs if r.reused],
+        versions={str(r.logical_date): r.version for r in runs},  # every backfill run has its date
+        reused=[str(r.logical_date) for r in runs if r.reused],
         inputs=[ref for r in runs for ref in r.inputs],
         outputs=[ref for r in runs for ref in r.outputs],
     )

@@ -66,7 +66,7 @@ class RetryableError(JobError):
     honouring ``retry_after`` (seconds) when the destination said how long to wait; one that escapes
     the job makes Airflow retry the task."""
 
-    category = "infrastructure"
+    category: ClassVar[Category] = "infrastructure"
     retryable = True
 
     def __init__(self, message: str, retry_after: float | None = None):

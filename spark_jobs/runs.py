@@ -52,6 +52,7 @@ def record(spark, wh: Warehouse, spec: SinkSpec, *, sink: str, destination: str,
     from pyspark.sql.types import StructType
 
     schema = StructType.fromDDL(DDL)
+    assert isinstance(schema, StructType)
     frame = spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema)
     system_tables.append(frame, wh.system(TABLE))
     return row

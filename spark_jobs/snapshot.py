@@ -77,7 +77,7 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
 
     # a Delta source is pinned to the exact version read: the result names it, the commit records it
     source = pin_delta_source(spark, source, logical_date)
-    metadata = {
+    metadata: dict[str, Any] = {
         "job": "snapshot",
         "logical_date": logical_date,
         "run_id": spec.run_id,
@@ -249,8 +249,8 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
         clauses = ["WHEN MATCHED AND s._change_type = 'delete' THEN DELETE"]
         if values:
-            clauses.append(f"WHEN MATCHED AND s._change_type <> 'delete' AND NOT ({_unchanged(values)}) THEN UPDATE SET "
-                           + assignments({f"`{c}`": f"s.`{c}`" for c in values}))
+            clauses.append(f"WHEN MATCHED AND s._change_type <> 'delete' AND NOT ({_unchanged(values)}) "
+                           "THEN UPDATE SET " + assignments({f"`{c}`": f"s.`{c}`" for c in values}))
         clauses.append("WHEN NOT MATCHED AND s._change_type <> 'delete' THEN INSERT "
                        + insert_values({f"`{c}`": f"s.`{c}`" for c in key + values}))
         with commit_metadata(spark, metadata):

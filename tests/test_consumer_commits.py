@@ -13,8 +13,8 @@ import pytest
 from spark_jobs import consumers
 from spark_jobs.entry import run
 from spark_jobs.errors import StaleCommitError
-from spark_jobs.lake import Warehouse
-from tests.sync_helpers import Pipeline
+from spark_jobs.contract import Warehouse
+from tests.support.pipeline import Pipeline
 
 V0 = [(1, "ann", "oslo"), (2, "bob", "rome"), (3, "cid", "kyiv")]
 V1 = [(1, "ann", "bergen"), (3, "cid", "kyiv")]  # 1 updated, 2 deleted
@@ -87,7 +87,7 @@ def test_concurrent_commits_from_one_position_let_exactly_one_through(spark, war
     wh = Warehouse(warehouse)
     for round_ in range(3):
         expected = consumers.require_position(spark, wh, "snapshots/t", "crm", None if round_ == 0 else round_ * 10, 99)
-        outcomes = race(spark, 2, lambda session, i: consumers.commit_from(
+        outcomes = race(spark, 2, lambda session, i, expected=expected, round_=round_: consumers.commit_from(
             session, wh, expected, (round_ + 1) * 10, f"run-{round_}-{i}"))
         winners = [o for o in outcomes if o is None]
         losers = [o for o in outcomes if isinstance(o, StaleCommitError)]
@@ -101,7 +101,7 @@ def test_two_syncs_of_one_consumer_racing_commit_once(spark, warehouse, tmp_path
     changes = p.step(V1)
 
     def sync(session, i):
-        return run(session, {"job": "sync", "warehouse": warehouse,
+        return run(session, {"job": "sink", "warehouse": warehouse,
                              **p.spec(changes, destination(tmp_path), mode="mirror", run_id=f"racer-{i}")})
 
     results = race(spark, 2, sync)
@@ -123,7 +123,7 @@ def test_syncs_racing_to_different_versions_never_move_the_commit_backwards(spar
 
     def sync(session, i):
         changes = (older, newer)[i]
-        return run(session, {"job": "sync", "warehouse": warehouse,
+        return run(session, {"job": "sink", "warehouse": warehouse,
                              **p.spec(changes, destination(tmp_path), mode="mirror", run_id=f"racer-{i}")})
 
     results = race(spark, 2, sync)

@@ -184,7 +184,7 @@ def test_layout():
     assert wh.changes("crm", "snapshots/c", None, 3) == "s3a://lake/wh/changes/crm/snapshots/c/full-v3"
     assert (table_rel("customers"), table_rel("/wide/orders/")) == ("snapshots/customers", "wide/orders")
     with pytest.raises(ConfigError, match="no warehouse root"):
-        SnapshotSpec(name="c", primary_key=["id"]).lake
+        _ = SnapshotSpec(name="c", primary_key=["id"]).lake
 
 
 def test_the_contract_imports_neither_pyspark_nor_airflow():

@@ -14,8 +14,8 @@ def test_facets_on_complete_name_storage_paths_and_versions(spark, warehouse, tm
     op = SnapshotOperator(task_id="snap", name="items", primary_key="id", warehouse=warehouse,
                           source={"format": "parquet", "path": src})
     spec, _ = op.build_spec({})
-    result = run(spark, {**spec.to_dict(), "job": op.job, "warehouse": warehouse, "logical_date": "2026-06-01T00:00:00+00:00",
-                         "run_id": "r"})
+    result = run(spark, {**spec.to_dict(), "job": op.job, "warehouse": warehouse,
+                         "logical_date": "2026-06-01T00:00:00+00:00", "run_id": "r"})
     op._result = result  # what execute() keeps from the job it ran
 
     lineage = op.get_openlineage_facets_on_complete(task_instance=None)

@@ -133,7 +133,7 @@ def test_resend_after_a_kill_midway_loses_and_duplicates_nothing(spark, warehous
     assert result["committed"] and pg.rows() == rows
 
 
-def test_a_created_table_takes_its_column_types_from_the_shared_type_map(pg, postgres_server):  # noqa: F811
+def test_a_created_table_takes_its_column_types_from_the_shared_type_map(pg, postgres_server):
     from spark_jobs.sinks.base import SinkConfig
     from spark_jobs.sinks.postgres import PostgresSink
 

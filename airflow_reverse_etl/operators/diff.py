@@ -38,7 +38,8 @@ class DiffOperator(ReverseEtlJobOperator):
                  full_resync: bool = DiffSpec.full_resync, primary_key: list[str] | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.check_static(DiffSpec, consumer=consumer, columns=columns, full_resync=full_resync, primary_key=primary_key)
+        self.check_static(DiffSpec, consumer=consumer, columns=columns, full_resync=full_resync,
+                          primary_key=primary_key)
         self.snapshot = snapshot
         self.consumer = consumer
         self.columns = columns

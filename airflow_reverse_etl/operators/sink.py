@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from airflow_reverse_etl.connections import destination_settings
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
 from spark_jobs.contract import SinkSpec
+
+if TYPE_CHECKING:
+    from airflow.sdk import XComArg
 
 
 class SinkOperator(ReverseEtlJobOperator):
@@ -41,10 +45,10 @@ class SinkOperator(ReverseEtlJobOperator):
 
     job = SinkSpec.job
     template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "changes", "destination",
-                                      "field_mapping", "constants", "dry_run")
-    template_fields_renderers = {"destination": "json", "field_mapping": "json"}
+                                      "field_mapping", "constants", "plan_only")
+    template_fields_renderers: ClassVar[dict[str, str]] = {"destination": "json", "field_mapping": "json"}
 
-    def __init__(self, *, changes: dict[str, Any], destination: dict[str, Any],
+    def __init__(self, *, changes: dict[str, Any] | XComArg, destination: dict[str, Any],
                  destination_conn_id: str | None = None, mode: str = SinkSpec.mode,
                  field_mapping: dict[str, str] | None = None, constants: dict[str, Any] | None = None,
                  batch_size: int | None = None, concurrency: int = 1, rate_limit: float | None = None,
@@ -53,9 +57,10 @@ class SinkOperator(ReverseEtlJobOperator):
                  max_reject_fraction: float | None = SinkSpec.max_reject_fraction, dry_run: bool = SinkSpec.dry_run,
                  delivery: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.check_static(SinkSpec, destination=destination, mode=mode, field_mapping=field_mapping, constants=constants,
-                              max_delete_fraction=max_delete_fraction, allow_mass_delete=allow_mass_delete,
-                              max_reject_fraction=max_reject_fraction, dry_run=dry_run, delivery=delivery)
+        self.check_static(SinkSpec, destination=destination, mode=mode, field_mapping=field_mapping,
+                          constants=constants, max_delete_fraction=max_delete_fraction,
+                          allow_mass_delete=allow_mass_delete, max_reject_fraction=max_reject_fraction,
+                          dry_run=dry_run, delivery=delivery)
         self.changes = changes
         self.destination = destination
         self.destination_conn_id = destination_conn_id
@@ -68,7 +73,8 @@ class SinkOperator(ReverseEtlJobOperator):
         self.max_delete_fraction = max_delete_fraction
         self.allow_mass_delete = allow_mass_delete
         self.max_reject_fraction = max_reject_fraction
-        self.dry_run = dry_run
+        # not self.dry_run: that name is BaseOperator.dry_run(), the method that renders templates
+        self.plan_only = dry_run
         self.delivery = delivery
 
     def build_spec(self, context):
@@ -78,13 +84,15 @@ class SinkOperator(ReverseEtlJobOperator):
             settings, secrets = destination_settings(self.destination_conn_id)
             destination.update(settings)
         changes = self.changes
+        if not isinstance(changes, dict):  # rendered by now: an upstream .output is the diff's result
+            raise ReverseEtlConfigError(f"changes must be a DiffOperator's result (diff.output), got {changes!r}")
         return SinkSpec.of(
             changes=changes["changes"], table=changes["table"], consumer=changes["consumer"],
             primary_key=changes["primary_key"], from_version=changes.get("from_version"),
             to_version=changes["to_version"], destination=destination, mode=self.mode,
             field_mapping=self.field_mapping, constants=self.constants,
             max_delete_fraction=self.max_delete_fraction, allow_mass_delete=self.allow_mass_delete,
-            max_reject_fraction=self.max_reject_fraction, dry_run=self.dry_run,
+            max_reject_fraction=self.max_reject_fraction, dry_run=self.plan_only,
             delivery={"batch_size": self.batch_size, "concurrency": self.concurrency,
                       "rate_limit": self.rate_limit, **(self.delivery or {})},
         ), secrets

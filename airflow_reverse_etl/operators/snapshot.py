@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from airflow_reverse_etl.connections import jdbc_source
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
@@ -29,7 +29,7 @@ class SnapshotOperator(ReverseEtlJobOperator):
 
     job = SnapshotSpec.job
     template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "name", "source", "primary_key")
-    template_fields_renderers = {"source": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {"source": "json"}
 
     def __init__(self, *, name: str, source: dict[str, Any], primary_key: str | list[str],
                  source_conn_id: str | None = None, allow_schema_evolution: bool = SnapshotSpec.allow_schema_evolution,

@@ -182,7 +182,7 @@ def send_batch(sink: Sink, batch: ChangeBatch, policy: DeliveryPolicy, stats: St
 
     def before_sleep(state: RetryCallState) -> None:
         stats.retried += len(pending)
-        exc = state.outcome.exception()
+        exc = state.outcome.exception() if state.outcome else None
         log.warning("%s: attempt %d failed (%s); retrying %d record(s)", sink.name, state.attempt_number,
                     exc, len(pending))
 

@@ -138,6 +138,7 @@ class HttpSink(Sink):
     def write_batch(self, records: Sequence[ChangeRecord]) -> list[Outcome]:
         import requests
 
+        assert self.session is not None, "the sink is not open"
         try:
             response = self.session.request(self.method, self.url, data=self.payload(records), timeout=self.timeout)
         except requests.Timeout as exc:

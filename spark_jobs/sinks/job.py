@@ -199,7 +199,7 @@ def _deliver_in_executors(frame, sink_cls, config: SinkConfig, key_fields: list[
     try:
         outcomes = frame.mapInArrow(deliver, OUTCOME_DDL).localCheckpoint(eager=True)
     except Exception as exc:
-        raise _executor_job_error(exc) or exc
+        raise (_executor_job_error(exc) or exc) from exc
 
     stats = Stats()
     for row in outcomes.where(F.col("kind") == "stats").select("stats").collect():  # one per partition
@@ -222,7 +222,7 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
     progress_so_far: dict[str, Any] = {}
 
     def record_run(status: str, error: str | None = None) -> dict[str, Any]:
-        return runs.record(spark, wh, spec, sink=sink_cls.name or destination.get("type"), destination=label,
+        return runs.record(spark, wh, spec, sink=str(sink_cls.name or destination.get("type")), destination=label,
                            status=status, started_at=started_at, error=error, **progress_so_far)
 
     try:
@@ -305,7 +305,7 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
         processed = ops.select("_key")
         if ledger is not None:
             processed = processed.unionByName(ledger.select(F.col("key").alias("_key")))
-        rejects.settle(spark, wh, spec.table, spec.consumer, sink_cls.name or destination.get("type"),
+        rejects.settle(spark, wh, spec.table, spec.consumer, str(sink_cls.name or destination.get("type")),
                        spec.to_version, processed, refused)
 
     committed = False

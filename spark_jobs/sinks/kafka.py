@@ -119,7 +119,8 @@ class KafkaSink(Sink):
         try:
             topics = admin.list_topics(timeout=15).topics
         except KafkaException as exc:
-            raise DestinationError(f"Kafka brokers {self.client_config()['bootstrap.servers']} unreachable: {exc}") from exc
+            brokers = self.client_config()["bootstrap.servers"]
+            raise DestinationError(f"Kafka brokers {brokers} unreachable: {exc}") from exc
         if self.topic in topics and topics[self.topic].error is None:
             return
         create = self.options.create_topic
@@ -163,6 +164,7 @@ class KafkaSink(Sink):
         tombstone = pc.equal(table["_op"], "delete")
         values = pc.if_else(tombstone, pa.scalar(None, pa.string()), table["_data_json"]).to_pylist()
         producer, topic = self.producer, self.topic
+        assert producer is not None, "the sink is not open"
         self.failed = []
         produce = producer.produce
         for key, value in zip(keys, values):
@@ -180,10 +182,12 @@ class KafkaSink(Sink):
             for key, err in self.failed:
                 if err.fatal():
                     raise DestinationError(f"Kafka producer failed for topic {topic!r}: {err.str()}")
-                outcomes[index[key]] = Retry(err.str()) if err.retriable() else Rejected(f"kafka {err.name()}: {err.str()}")
+                outcomes[index[key]] = (Retry(err.str()) if err.retriable()
+                                        else Rejected(f"kafka {err.name()}: {err.str()}"))
         return outcomes
 
     def _produce_when_room(self, key: str, value: str | None) -> None:
+        assert self.producer is not None, "the sink is not open"
         while True:
             self.producer.poll(0.1)
             try:

@@ -58,7 +58,8 @@ _PG_FAMILIES = {
     "numeric": (("smallint", "integer", "bigint", "numeric", "real", "double precision", "money"), _NUMERIC_SPARK),
     "boolean": (("boolean",), ("boolean",)),
     "date": (("date",), ("date", "string")),
-    "timestamp": (("timestamp without time zone", "timestamp with time zone"), ("timestamp", "timestamp_ntz", "date", "string")),
+    "timestamp": (("timestamp without time zone", "timestamp with time zone"),
+                  ("timestamp", "timestamp_ntz", "date", "string")),
     "bytea": (("bytea",), ("binary",)),
     "json": (("json", "jsonb"), ("string", "array", "map", "struct")),
 }

@@ -118,6 +118,7 @@ class SqliteSink(SqlSink):
 
     def _run(self, statements: list[tuple[str, tuple]]) -> None:
         conn = self.conn
+        assert conn is not None, "the sink is not open"
         conn.execute("BEGIN IMMEDIATE")
         try:
             for sql, group in itertools.groupby(statements, key=lambda s: s[0]):

@@ -225,9 +225,10 @@ def _refuse_deletes(t: WideTable, s: Source, inp: Input, cdf) -> None:
     sample = [r.asDict() for r in cdf.where(F.col("_change_type") == "delete").select(*src_key)
               .limit(EXAMPLES).collect()]
     if sample:
+        first = 0 if inp.from_version is None else inp.from_version + 1
         raise DataQualityError(
             f"Wide table {t.name}: source {s.name} deleted row(s) with key(s) {sample} in versions "
-            f"{inp.from_version + 1}..{inp.to_version} of {inp.rel}. A partial update cannot apply a delete "
+            f"{first}..{inp.to_version} of {inp.rel}. A partial update cannot apply a delete "
             f"by default. Set ignore_delete=True to drop deletes, or put the source's fields in "
             f"sequence_groups so a delete retracts its group's fields. Nothing was written."
         )

@@ -112,4 +112,5 @@ def merge_joined(spark, uri: str, t: WideTable, s: Source, rows) -> None:
     """Write the recomputed joined columns into existing wide rows, only where they differ."""
     differs = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in s.columns)
     merge_into(spark, uri, rows, _on(t.primary_key),
-               f"WHEN MATCHED AND ({differs}) THEN UPDATE SET " + assignments({f"`{c}`": f"s.`{c}`" for c in s.columns}))
+               f"WHEN MATCHED AND ({differs}) THEN UPDATE SET "
+               + assignments({f"`{c}`": f"s.`{c}`" for c in s.columns}))
