@@ -24,6 +24,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=lib.sh
+source "$repo/scripts/services/lib.sh"
 here="$repo/scripts/services"
 pom="$here/kafka-pom.xml"
 # realpath: .cache may be a symlink (a git worktree sharing it); the broker is recognised by this path
@@ -246,17 +248,7 @@ do_start() {
 do_stop() {
   local pid
   if pid=$(broker_pid); then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 120); do   # a controlled shutdown takes a few seconds
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.25
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      log "pid $pid did not stop in 30 s: killing it"
-      kill -KILL "$pid" 2>/dev/null || true
-      sleep 0.5
-    fi
-    log "stopped (pid $pid)"
+    stop_process broker "$pid" 30  # a controlled shutdown takes a few seconds
   else
     log "not running"
   fi

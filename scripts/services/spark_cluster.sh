@@ -23,6 +23,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=lib.sh
+source "$repo/scripts/services/lib.sh"
 host=127.0.0.1
 master_port=${ARETL_SPARK_MASTER_PORT:-57077}
 master_ui_port=${ARETL_SPARK_MASTER_UI_PORT:-58080}
@@ -96,18 +98,9 @@ check_port_free() {
 }
 
 stop_daemon() {
-  local name=$1 class=$2 pid i
+  local name=$1 class=$2 pid
   if pid=$(running_pid "$name" "$class"); then
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 40; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.5
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      log "the $name (pid $pid) did not stop in 20s: killing it"
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-    log "stopped the $name (pid $pid)"
+    stop_process "$name" "$pid"
   fi
   rm -f "$dir/$name.pid"
 }

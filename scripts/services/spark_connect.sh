@@ -25,6 +25,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=lib.sh
+source "$repo/scripts/services/lib.sh"
 host=127.0.0.1
 port=${ARETL_TEST_SPARK_CONNECT_PORT:-55002}
 master=${ARETL_SPARK_CONNECT_MASTER:-"local[*]"}
@@ -122,16 +124,7 @@ start() {
 stop() {
   local pid i
   if pid=$(running_pid); then
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 40; i++)); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.5
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      log "the server (pid $pid) did not stop in 20s: killing it"
-      kill -9 "$pid" 2>/dev/null || true
-    fi
-    log "stopped the server (pid $pid)"
+    stop_process server "$pid"
   else
     log "not running"
   fi
