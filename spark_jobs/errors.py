@@ -94,6 +94,15 @@ _CONFLICT_TEXT = re.compile(r"DELTA_(?:CONCURRENT_[A-Z_]+|METADATA_CHANGED|PROTO
 _DELTA_TABLE = re.compile(r"delta\.`([^`]+)`")
 
 
+def is_write_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is Delta refusing a commit that lost an optimistic-concurrency race, told by its
+    class (delta-spark's Python classes, where a classic session registers them) or by the error
+    condition in its text (``[DELTA_CONCURRENT_APPEND] ...``), which classic and Spark Connect
+    sessions both report. The one test every conflict retry and classification uses."""
+    classes = {cls.__name__ for cls in type(exc).__mro__}
+    return not classes.isdisjoint(DELTA_CONFLICTS) or bool(_CONFLICT_TEXT.search(str(exc)))
+
+
 class ConcurrentWriteError(RetryableError):
     """Another run committed to the same Delta table while this one was writing it (Delta's
     optimistic concurrency refused this commit). Nothing of this run was committed; run it again
@@ -106,10 +115,9 @@ class ConcurrentWriteError(RetryableError):
         """The conflict ``exc`` (or an exception it was raised from) reports, or None if it is not a
         Delta commit conflict. The table is named relative to ``warehouse`` when Delta names it."""
         for error in exception_chain(exc):
-            classes = {cls_.__name__ for cls_ in type(error).__mro__}
-            text = str(error)
-            if classes.isdisjoint(DELTA_CONFLICTS) and not _CONFLICT_TEXT.search(text):
+            if not is_write_conflict(error):
                 continue
+            text = str(error)
             table = _DELTA_TABLE.search(text)
             where = _relative(table.group(1), warehouse) if table else "a table this job writes"
             reason = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from spark_jobs.contract import parse_commit_metadata
-from spark_jobs.errors import ConfigError
+from spark_jobs.errors import ConfigError, is_write_conflict
 
 METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
@@ -109,26 +109,10 @@ def commit_info(spark, uri: str, version: int) -> dict[str, Any]:
     raise ConfigError(f"Delta table {uri} has no version {version} (latest is {entries[0]['version']})")
 
 
-# Delta's error classes for a commit that lost an optimistic-concurrency race.
-_WRITE_CONFLICTS = {"DELTA_CONCURRENT_APPEND", "DELTA_CONCURRENT_DELETE_DELETE", "DELTA_CONCURRENT_DELETE_READ",
-                    "DELTA_CONCURRENT_TRANSACTION", "DELTA_CONCURRENT_WRITE", "DELTA_METADATA_CHANGED",
-                    "DELTA_PROTOCOL_CHANGED"}
-
-
-def _is_write_conflict(exc: BaseException) -> bool:
-    """Told by the error class, which a classic session (py4j) and a Spark Connect session report
-    alike, whether or not delta-spark's Python exception classes were registered for the session."""
-    from pyspark.errors import PySparkException
-
-    if not isinstance(exc, PySparkException):
-        return False
-    return (exc.getCondition() or "").split(".")[0] in _WRITE_CONFLICTS
-
-
 # System tables are written by many tasks at once (every sink commits to _system/consumers); Delta's
 # optimistic concurrency rejects the loser of a race, which simply tries again.
 retry_on_conflict = retry(
-    retry=retry_if_exception(_is_write_conflict),
+    retry=retry_if_exception(is_write_conflict),
     wait=wait_random_exponential(multiplier=0.2, max=5),
     stop=stop_after_attempt(8),
     reraise=True,

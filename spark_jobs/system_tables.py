@@ -22,13 +22,8 @@ from __future__ import annotations
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-#: Delta's optimistic-concurrency errors, by the condition Spark reports (the same text in classic
-#: py4j errors and in Spark Connect errors, where Delta's Python exception classes do not apply).
-CONFLICTS = (
-    "DELTA_CONCURRENT_APPEND", "DELTA_CONCURRENT_DELETE_READ", "DELTA_CONCURRENT_DELETE_DELETE",
-    "DELTA_CONCURRENT_TRANSACTION", "DELTA_CONCURRENT_WRITE", "DELTA_METADATA_CHANGED",
-    "DELTA_PROTOCOL_CHANGED",
-)
+from spark_jobs.errors import is_write_conflict
+
 #: Another writer committed for the same idempotent-write application id (``txnAppId``) meanwhile.
 CONCURRENT_TRANSACTION = "DELTA_CONCURRENT_TRANSACTION"
 #: What reading a table that was never written reports.
@@ -42,7 +37,7 @@ def has_condition(exc: BaseException, *conditions: str) -> bool:
 
 def _retryable(exc: BaseException) -> bool:
     # A lost idempotent write is an answer (someone else committed for that key), never retried.
-    return has_condition(exc, *CONFLICTS) and not has_condition(exc, CONCURRENT_TRANSACTION)
+    return is_write_conflict(exc) and not has_condition(exc, CONCURRENT_TRANSACTION)
 
 
 _retry_on_conflict = retry(
