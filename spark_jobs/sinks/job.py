@@ -149,7 +149,9 @@ def _partitions_running_at_once(spark, frame) -> int:
     from pyspark.sql import functions as F
 
     def partitions(df) -> int:
-        return int(df.select(F.max(F.spark_partition_id())).first()[0] or 0) + 1
+        # projected first: Spark refuses a non-deterministic expression inside an aggregate
+        ids = df.select(F.spark_partition_id().alias("_partition"))
+        return int(ids.agg(F.max("_partition")).first()[0] or 0) + 1
 
     return min(partitions(frame), partitions(spark.range(0, 1 << 16)))
 
