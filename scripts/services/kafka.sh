@@ -273,12 +273,8 @@ case "$cmd" in
   *) echo "usage: $0 {start|stop|status}" >&2; exit 2 ;;
 esac
 
-# One start/stop at a time (parallel test sessions, CI steps); status needs no lock.
 mkdir -p "$base"
-if [ "$cmd" != status ]; then
-  exec 9>"$base/.lock"
-  flock -w 300 9 || die "timed out waiting for the lock on $base/.lock"
-fi
+lock_for_change "$cmd" "$base"
 
 case "$cmd" in
   start) do_start ;;

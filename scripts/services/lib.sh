@@ -16,3 +16,14 @@ stop_process() {
   fi
   log "stopped the $label (pid $pid)"
 }
+
+# lock_for_change CMD DIR: one start/stop at a time per service directory (parallel test sessions,
+# CI steps); `status` takes no lock. The lock (fd 9) is held until the script exits. Uses the
+# caller's die().
+lock_for_change() {
+  local cmd=$1 dir=$2
+  [ "$cmd" = status ] && return 0
+  mkdir -p "$dir"
+  exec 9>"$dir/.lock"
+  flock -w 300 9 || die "timed out waiting for the lock on $dir/.lock"
+}

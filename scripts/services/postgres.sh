@@ -19,6 +19,8 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=lib.sh
+source "$repo/scripts/services/lib.sh"
 port=${ARETL_TEST_PG_PORT:-55432}
 password=${ARETL_TEST_PG_PASSWORD:-aretl-test-only-pw}
 user=aretl
@@ -248,12 +250,7 @@ case "$cmd" in
   *) echo "usage: $0 {start|stop|status}" >&2; exit 2 ;;
 esac
 
-# One start/stop at a time per cluster (parallel test sessions, CI steps); status needs no lock.
-if [ "$cmd" != status ]; then
-  mkdir -p "$base"
-  exec 9>"$base/.lock"
-  flock -w 300 9 || die "timed out waiting for the lock on $base/.lock"
-fi
+lock_for_change "$cmd" "$base"
 
 case "$cmd" in
   start) do_start ;;

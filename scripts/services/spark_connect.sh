@@ -144,12 +144,7 @@ case "$cmd" in
   *) echo "usage: $0 {start [--master URL]|stop|status}" >&2; exit 2 ;;
 esac
 
-# One start/stop at a time per server (parallel test sessions, CI steps); status needs no lock.
-if [ "$cmd" != status ]; then
-  mkdir -p "$dir"
-  exec 9>"$dir/.lock"
-  flock -w 300 9 || die "timed out waiting for the lock on $dir/.lock"
-fi
+lock_for_change "$cmd" "$dir"
 
 case "$cmd" in
   start) start "$@" ;;
