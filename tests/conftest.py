@@ -36,4 +36,5 @@ pytest_plugins = [
     "tests.support.spark_cluster",
     "tests.support.object_store",
     "tests.support.spark_connect",
+    "tests.support.fault_matrix",
 ]

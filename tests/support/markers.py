@@ -22,12 +22,14 @@ FIXTURE_MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "cluster": ("starts a real Spark standalone master + worker on 127.0.0.1", ("spark_cluster",)),
     "s3": ("talks to a real S3-compatible server on 127.0.0.1 (moto's server)", ("s3_endpoint",)),
     "airflow_db": ("uses the Airflow metadata database (SQLite in a throw-away AIRFLOW_HOME)", ("airflow_db",)),
+    "standalone": ("drives a real `airflow standalone` (scheduler, API server)", ("airflow_standalone",)),
+    "browser": ("drives a real headless Chromium", ("chromium",)),
 }
 WRITTEN_MARKERS = {
     "spark_submit": "runs jobs through a real spark-submit process (one JVM per job); written on the test",
 }
 #: markers that make a test slow: it is marked ``slow`` too, so ``-m "not slow"`` is the quick suite
-SLOW = ("spark_submit", "cluster")
+SLOW = ("spark_submit", "cluster", "standalone")
 
 
 def pytest_configure(config: pytest.Config) -> None:
