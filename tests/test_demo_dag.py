@@ -37,11 +37,11 @@ def expected(rows: dict) -> list[tuple]:
 COMMON_RESULT_KEYS = {"status", "job", "duration_s", "spark", "inputs", "outputs"}
 
 
-@pytest.mark.parametrize("mode", [pytest.param("spark_submit", marks=pytest.mark.spark_submit), "spark_connect"])
+@pytest.mark.parametrize("mode", [pytest.param("spark_submit", marks=pytest.mark.spark_submit),
+                                  pytest.param("spark_connect", marks=pytest.mark.spark_connect)])
 def test_demo_dag_mirrors_three_days_into_the_crm(airflow_db, monkeypatch, tmp_path, request, mode):
     if mode == "spark_connect":  # the DAG's operators use spark_default: make it the Connect server
-        server = request.getfixturevalue("spark_connect_server")
-        monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", server.airflow_connection())
+        request.getfixturevalue("spark_default_on_connect")
     demo = load_demo(monkeypatch, tmp_path)
     for day, rows in demo.SOURCE_BY_DAY.items():
         run = demo.dag.test(logical_date=pendulum.parse(day))
