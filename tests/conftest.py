@@ -33,6 +33,7 @@ pytest_plugins = [
     "tests.support.airflow_db",
     "tests.support.services",
     "tests.support.http_server",
+    "tests.support.spark_submit",
     "tests.support.spark_cluster",
     "tests.support.object_store",
     "tests.support.spark_connect",

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.paths import REPO
+from tests.support.spark_submit import SUBMIT_DEFAULTS, write_spark_defaults
 
 SCRIPT = REPO / "scripts" / "services" / "spark_cluster.sh"
 
@@ -113,12 +114,14 @@ class ClusterClient:
 @pytest.fixture
 def cluster_client(spark_cluster, tmp_path, monkeypatch) -> ClusterClient:
     """Client-side configuration for submitting to :func:`spark_cluster`, through ``SPARK_CONF_DIR``
-    (the environment the hook passes to spark-submit), plus an event log to inspect afterwards."""
+    (the environment the hook passes to spark-submit), plus an event log to inspect afterwards; the
+    test-sized settings of every spark-submit in the tests (:data:`SUBMIT_DEFAULTS`) included."""
     conf_dir, events = tmp_path / "spark-conf", tmp_path / "spark-events"
     conf_dir.mkdir()
     events.mkdir()
     launcher = executor_python(conf_dir)
     defaults = {
+        **SUBMIT_DEFAULTS,
         "spark.pyspark.python": str(launcher),
         "spark.pyspark.driver.python": sys.executable,
         "spark.eventLog.enabled": "true",
@@ -128,10 +131,9 @@ def cluster_client(spark_cluster, tmp_path, monkeypatch) -> ClusterClient:
         "spark.ui.enabled": "false",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
-        # Tiny tables on a 2-core machine: fewer partitions for shuffles and Delta's log replay.
-        "spark.sql.shuffle.partitions": "4",
+        # Tiny tables on a 2-core machine: fewer partitions for Delta's log replay.
         "spark.databricks.delta.snapshotPartitions": "2",
     }
-    (conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in defaults.items()))
+    write_spark_defaults(conf_dir, defaults)
     monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
     return ClusterClient(conf_dir=conf_dir, event_log_dir=events, executor_python=launcher)

@@ -1,0 +1,49 @@
+"""Test-sized client settings for the spark-submit processes the tests start.
+
+Each spark-submit job is a cold JVM that lives for a few seconds of tiny jobs. By default the JVM
+spends much of that time in its optimising (C2) compiler on code it then hardly runs again; C1 alone
+(``-XX:TieredStopAtLevel=1``) and the serial collector suit such a short, small-heap process (the demo
+DAG over spark-submit, nine jobs: 202 s -> 159 s). The settings go where a machine that submits jobs
+keeps its client configuration, ``spark-defaults.conf`` in ``SPARK_CONF_DIR``, which the hook hands to
+spark-submit with the rest of the environment: the hook's own ``--conf`` settings and the job code are
+those of a production run. ``spark.driver.defaultJavaOptions`` is prepended to the driver options the
+hook sets (``spark.driver.extraJavaOptions``), so neither replaces the other.
+
+Registered for every test module in tests/conftest.py (``pytest_plugins``), not imported, except
+:data:`SUBMIT_DEFAULTS`, which the standalone cluster's client configuration includes too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+_SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData"
+
+#: spark-defaults.conf entries for every spark-submit a test starts (executors: the cluster's)
+SUBMIT_DEFAULTS = {
+    "spark.driver.defaultJavaOptions": _SHORT_LIVED_JVM,
+    "spark.executor.defaultJavaOptions": _SHORT_LIVED_JVM,
+    # tiny tables on a 2-core machine, as in the in-process session and the Connect server
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+}
+
+
+def write_spark_defaults(conf_dir: Path, settings: dict[str, str]) -> None:
+    """``conf_dir/spark-defaults.conf`` holding ``settings`` (``key value`` per line)."""
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    (conf_dir / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in settings.items()))
+
+
+@pytest.fixture(autouse=True)
+def spark_submit_client_defaults(request, monkeypatch) -> None:
+    """For a test marked ``spark_submit``: a ``SPARK_CONF_DIR`` with :data:`SUBMIT_DEFAULTS`. A fixture
+    that needs its own client configuration (the cluster's ``cluster_client``) sets ``SPARK_CONF_DIR``
+    after this one and includes these settings itself."""
+    if request.node.get_closest_marker("spark_submit") is None:
+        return
+    conf_dir = request.getfixturevalue("tmp_path") / "spark-submit-conf"
+    write_spark_defaults(conf_dir, SUBMIT_DEFAULTS)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
