@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Run the whole test suite: first the static checks (ruff, then mypy on the two packages; seconds,
 # so a typo fails before any service starts), then pytest. Starts the real services the tests need
-# (Postgres, Kafka) with the project's own scripts and stops them afterwards. Extra arguments go to
-# pytest.
+# (Postgres, Kafka) with the project's own scripts and stops them afterwards; a service that was
+# already running is used and left running. The Spark Connect server is started by its pytest fixture
+# on first use (test-sized settings) and stopped when the session ends; this script picks its port,
+# so that it can stop that server even when pytest dies before its fixtures finalise. Extra arguments
+# go to pytest.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -14,7 +17,7 @@ ruff check .
 echo "test: mypy"
 mypy
 
-started=()
+started=()  # the services this script is responsible for stopping
 cleanup() {
   for service in "${started[@]}"; do
     bash "scripts/services/$service.sh" stop >/dev/null 2>&1 || true
@@ -22,9 +25,16 @@ cleanup() {
 }
 trap cleanup EXIT
 for service in postgres kafka; do
+  if bash "scripts/services/$service.sh" status >/dev/null 2>&1; then
+    echo "test: $service is already running (left running)"
+    continue
+  fi
   echo "test: starting $service"
-  bash "scripts/services/$service.sh" start
   started+=("$service")
+  bash "scripts/services/$service.sh" start
 done
+export ARETL_TEST_SPARK_CONNECT_PORT=${ARETL_TEST_SPARK_CONNECT_PORT:-$(python -c \
+  'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+bash scripts/services/spark_connect.sh status >/dev/null 2>&1 || started+=(spark_connect)
 # The services stay up for the whole session; the fixtures find them running and leave them be.
 python -m pytest "$@"
