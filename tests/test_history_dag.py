@@ -11,7 +11,6 @@ import subprocess
 import sys
 from datetime import datetime
 
-
 from spark_jobs.lake import commit_metadata
 from spark_jobs.lineage import read_lineage
 from spark_jobs.timetravel import recorded_versions
