@@ -1,8 +1,9 @@
 """A real Spark Connect server (with Delta) on 127.0.0.1 for the tests that run jobs over Spark Connect.
 
 :func:`spark_connect_server` starts it once per test session with ``scripts/services/spark_connect.sh``
-on a free port (or uses the one ``ARETL_TEST_SPARK_CONNECT_PORT`` names, reusing a server already
-running there, e.g. started by CI) and stops it at the end if this session started it.
+on a free port (or on the one ``ARETL_TEST_SPARK_CONNECT_PORT`` names — ``scripts/test.sh`` picks one,
+so that it can stop the server when pytest dies first — reusing a server already running there) and
+stops it at the end if this session started it.
 :func:`connect_session` opens a new client session of it per test (its own settings and views);
 :func:`spark_default_on_connect` points Airflow's ``spark_default`` connection at it, so a DAG under
 test runs every job as a Connect client of the one warm server instead of a cold spark-submit JVM each.
