@@ -37,4 +37,5 @@ pytest_plugins = [
     "tests.support.object_store",
     "tests.support.spark_connect",
     "tests.support.fault_matrix",
+    "tests.support.browser",
 ]
