@@ -36,5 +36,6 @@ pytest_plugins = [
     "tests.support.spark_cluster",
     "tests.support.object_store",
     "tests.support.spark_connect",
+    "tests.support.standalone",
     "tests.support.fault_matrix",
 ]
