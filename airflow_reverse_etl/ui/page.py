@@ -3,6 +3,7 @@ to render on every request and to read in the Airflow UI's frame."""
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from html import escape
 from typing import Any
 
@@ -29,8 +30,17 @@ code{font-size:12px}
 """
 
 
+def _text(value: Any) -> str:
+    """A value as the page shows it: timestamps to the second, in UTC."""
+    if isinstance(value, datetime):
+        if value.tzinfo:
+            value = value.astimezone(timezone.utc)
+        return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return "" if value is None else str(value)
+
+
 def _cell(value: Any, cls: str = "") -> str:
-    text = "" if value is None else str(value)
+    text = _text(value)
     attr = f' class="{cls}"' if cls else ""
     return f"<td{attr}>{escape(text)}</td>"
 
@@ -71,10 +81,10 @@ def _card(sync: Sync) -> str:
         f'<div class="dest">{escape(sync.destination)}</div>'
         f'<div class="figures"><span>runs <b>{sync.runs}</b></span><span>failed <b>{sync.failed}</b></span>'
         f'{figures}<span>pending rejects <b>{sync.pending_rejects}</b></span></div>'
-        f'<div class="meta">last run: {escape(str(last.get("status")))} at {escape(str(last.get("finished_at")))}'
+        f'<div class="meta">last run: {escape(str(last.get("status")))} at {escape(_text(last.get("finished_at")))}'
         f'{f", {sync.dry_runs} dry run(s)" if sync.dry_runs else ""}</div>'
         f"{stacked_bars(sync.days)}"
-        f"<details><summary>latest runs</summary>{_recent_runs(sync)}</details>"
+        f"<details open><summary>latest runs</summary>{_recent_runs(sync)}</details>"
         "</section>"
     )
 
