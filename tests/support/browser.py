@@ -39,11 +39,11 @@ class Chromium:
             raise AssertionError(f"chromium exited {done.returncode} on {url}: {done.stderr[-2000:]}")
         return done.stdout
 
-    def dom(self, url: str, settle_ms: int = 5000, timeout: float = 90) -> str:
+    def dom(self, url: str, settle_ms: int = 10_000, timeout: float = 90) -> str:
         """The page's DOM, serialised, once its scripts ran."""
         return self._run(url, "--dump-dom", settle_ms=settle_ms, timeout=timeout)
 
-    def screenshot(self, url: str, path: Path, size: tuple[int, int] = (1400, 1000), settle_ms: int = 5000,
+    def screenshot(self, url: str, path: Path, size: tuple[int, int] = (1400, 1000), settle_ms: int = 10_000,
                    timeout: float = 90) -> Path:
         """A PNG of the page at ``size`` (width, height) in ``path``."""
         path.parent.mkdir(parents=True, exist_ok=True)
