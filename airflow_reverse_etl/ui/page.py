@@ -62,7 +62,7 @@ def _recent_runs(sync: Sync) -> str:
     rows = []
     for run in sync.recent_runs:
         status = str(run.get("status") or "")
-        versions = f"{run.get('from_version')} → {run.get('to_version')}"
+        versions = f"{_text(run.get('from_version')) or '–'} → {_text(run.get('to_version'))}"
         rows.append("<tr>" + _cell(run.get("logical_date") or run.get("started_at"))
                     + _cell(status + (" (dry run)" if run.get("dry_run") else ""), f"status-{status}")
                     + "".join(_cell(run.get(c) or 0, "num") for c in OPERATIONS + OUTCOMES)

@@ -1,8 +1,10 @@
 """Reading the warehouse's system tables without Spark, with delta-rs (the ``deltalake`` package).
 
 The API server must not start a JVM to show a page, and the tables are small (one row per sync run,
-one per refused record), so they are read whole into Python rows. delta-rs honours what our Spark
-jobs write into these tables: appends from several writers, MERGE rewrites and deletion vectors.
+one per refused record), so they are read whole into Python rows. The read goes through delta-rs'
+SQL engine (``QueryBuilder``, DataFusion over delta-kernel), which honours deletion vectors — a
+MERGE on a table with them enabled marks rows deleted in place — where its plain pyarrow reader
+(``to_pyarrow_table``) refuses such tables outright.
 
 A table nobody wrote yet (no sync ever ran, nothing was ever rejected) reads as no rows; columns an
 older release did not write read as None.
@@ -20,7 +22,8 @@ def _storage_uri(uri: str) -> str:
 
 def read_rows(uri: str, columns: list[str]) -> list[dict[str, Any]]:
     """Every row of the Delta table at ``uri`` as ``{column: value}`` for ``columns``."""
-    from deltalake import DeltaTable
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
     from deltalake.exceptions import TableNotFoundError
 
     try:
@@ -28,6 +31,9 @@ def read_rows(uri: str, columns: list[str]) -> list[dict[str, Any]]:
     except TableNotFoundError:
         return []
     stored = {field.name for field in table.schema().fields}
-    present = [c for c in columns if c in stored]
-    rows = table.to_pyarrow_table(columns=present).to_pylist()
+    present = ", ".join(f'"{c}"' for c in columns if c in stored)  # quoted: "table" is an SQL keyword
+    if not present:
+        return []
+    result = QueryBuilder().register("t", table).execute(f"SELECT {present} FROM t")
+    rows = pa.table(result.read_all()).to_pylist()
     return [{c: row.get(c) for c in columns} for row in rows]
