@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` and `make test`. Both set themselves up first.
 .PHONY: setup demo test clean
-.PHONY: bench
+.PHONY: bench ui-screenshot
 
 setup:
 	bash scripts/bootstrap.sh
@@ -19,3 +19,7 @@ ROWS ?= 1000000
 bench: setup
 	.venv/bin/pip install -q -e ".[test,bench]"
 	.venv/bin/python -m bench.run --rows $(ROWS)
+
+# The Airflow UI view of sync history and rejects, as a PNG under .cache/test-output/ (README: Running in Airflow).
+ui-screenshot: setup
+	bash scripts/ui_screenshot.sh

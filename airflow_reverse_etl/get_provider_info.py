@@ -41,6 +41,7 @@ def get_provider_info():
             {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.hooks.spark_job"]}
         ],
         "connection-types": [],
+        "plugins": [{"name": "reverse_etl", "plugin-class": "airflow_reverse_etl.ui.plugin.ReverseEtlUiPlugin"}],
         "config": {
             "reverse_etl": {
                 "description": "Where the lake lives and how Spark jobs are launched.",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything a fresh machine needs before the demo or the tests: a virtual environment with the
-# package installed (editable) and the Spark runtime jars. Idempotent and quick when already done.
+# package installed (editable), the Spark runtime jars and headless Chromium for the browser tests. Idempotent and quick when already done.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv="$repo/.venv"
@@ -19,3 +19,4 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 PYTHON="$venv/bin/python" "$repo/scripts/fetch_jars.sh"
+"$repo/scripts/install_chromium.sh"

@@ -37,5 +37,7 @@ pytest_plugins = [
     "tests.support.spark_cluster",
     "tests.support.object_store",
     "tests.support.spark_connect",
+    "tests.support.standalone",
     "tests.support.fault_matrix",
+    "tests.support.browser",
 ]

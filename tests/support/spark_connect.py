@@ -38,7 +38,7 @@ class SparkConnectServer:
         return f'{{"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": {self.port}}}'
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -57,7 +57,7 @@ def _script(command: str, port: int, timeout: float) -> subprocess.CompletedProc
 @pytest.fixture(scope="session")
 def spark_connect_server():
     """Start (or reuse) a Spark Connect server; stop it afterwards if this session started it."""
-    port = int(os.environ.get("ARETL_TEST_SPARK_CONNECT_PORT") or _free_port())
+    port = int(os.environ.get("ARETL_TEST_SPARK_CONNECT_PORT") or free_port())
     already_running = _script("status", port, 60).returncode == 0
     started = _script("start", port, 240)
     if started.returncode != 0:

@@ -1,0 +1,48 @@
+"""The FastAPI app behind the view, mounted under Airflow's API server by :mod:`.plugin`.
+
+``/`` is the page the UI menu entry opens; ``/api/syncs`` and ``/api/rejects`` return the same data
+as JSON for scripts. Every request reads the warehouse anew (the tables are small), from the
+provider's configuration (``[reverse_etl] warehouse``), and needs a user signed in to Airflow: the
+page shows what was refused and why, which may quote the refused rows' values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Depends, FastAPI
+from fastapi.responses import HTMLResponse
+
+from airflow_reverse_etl.config import warehouse_uri
+from airflow_reverse_etl.ui import page, summary
+from airflow_reverse_etl.ui.tables import read_rows
+
+
+def _system_table(name: str) -> str:
+    return f"{warehouse_uri()}/_system/{name}"
+
+
+def _history() -> tuple[list[summary.Sync], list[dict[str, Any]]]:
+    rejects = summary.pending_rejects(read_rows(_system_table("rejects"), summary.REJECT_COLUMNS))
+    return summary.summarise(read_rows(_system_table("runs"), summary.RUN_COLUMNS), rejects), rejects
+
+
+def create_app() -> FastAPI:
+    from airflow.api_fastapi.core_api.security import requires_authenticated
+
+    app = FastAPI(title="Reverse ETL sync history", dependencies=[Depends(requires_authenticated())])
+
+    @app.get("/", response_class=HTMLResponse)
+    def view() -> str:
+        syncs, rejects = _history()
+        return page.render(warehouse_uri(), syncs, rejects)
+
+    @app.get("/api/syncs")
+    def syncs() -> list[dict[str, Any]]:
+        return summary.as_json(_history()[0])
+
+    @app.get("/api/rejects")
+    def rejects() -> list[dict[str, Any]]:
+        return summary.as_json(_history()[1])
+
+    return app

@@ -1,0 +1,235 @@
+"""A real ``airflow standalone`` (scheduler, API server, dag processor, triggerer; LocalExecutor) for
+the tests that must show the product under Airflow's own scheduler, not only ``dag.test()``.
+
+:func:`airflow_standalone` starts it once per test session in a throw-away ``AIRFLOW_HOME`` with:
+
+- the metadata database: SQLite in the home (Airflow 3 runs the LocalExecutor on it; the test
+  Postgres would need an async driver, asyncpg, that the project does not install);
+- the API server (UI and REST API) on a free port of 127.0.0.1;
+- the repository's ``dags/`` folder, example DAGs off, new DAGs paused (backfills run regardless);
+- auth: the simple auth manager with ``simple_auth_manager_all_admins``: every request is an admin,
+  so the REST API needs no token and a headless browser opens the UI without logging in;
+- the project's connections as ``AIRFLOW_CONN_*``: ``spark_default`` is the Spark Connect server of
+  :mod:`tests.support.spark_connect` (no JVM per task: jobs are clients of one server);
+- the reverse-ETL warehouse and the demo DAG's files under the home (:attr:`AirflowStandalone.warehouse`,
+  :attr:`AirflowStandalone.demo_dir`).
+
+The :class:`AirflowStandalone` it yields runs the ``airflow`` CLI against that instance
+(:meth:`~AirflowStandalone.cli`, :meth:`~AirflowStandalone.backfill`, :meth:`~AirflowStandalone.clear`,
+:meth:`~AirflowStandalone.unpause`) and reads its REST API (:meth:`~AirflowStandalone.api`,
+:meth:`~AirflowStandalone.wait_for_runs`). The instance's log is ``<home>/standalone.log``.
+
+Registered for every test module in tests/conftest.py (``pytest_plugins``), not imported; a test
+using it is marked ``standalone`` (and so ``slow``) by :mod:`tests.support.markers`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pytest
+
+from tests.support.paths import REPO
+from tests.support.spark_connect import free_port
+
+START_TIMEOUT = 300.0
+FINISHED = ("success", "failed")
+
+
+class StandaloneError(RuntimeError):
+    """The instance did not start, a CLI command failed, or runs did not finish in time; the
+    message carries what the instance logged last."""
+
+
+@dataclass
+class AirflowStandalone:
+    home: Path
+    url: str  # http://127.0.0.1:<port>, the UI; the REST API is under /api/v2
+    env: dict[str, str] = field(repr=False)  # the environment of the instance and of its CLI
+    process: subprocess.Popen = field(repr=False)
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "standalone.log"
+
+    @property
+    def warehouse(self) -> Path:
+        return Path(self.env["AIRFLOW__REVERSE_ETL__WAREHOUSE"])
+
+    @property
+    def demo_dir(self) -> Path:
+        return Path(self.env["ARETL_DEMO_DIR"])
+
+    def log_tail(self, lines: int = 60) -> str:
+        text = self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    # -- the airflow CLI ------------------------------------------------------------------------
+    def cli(self, *args: str, timeout: float = 300) -> str:
+        """Run ``airflow <args>`` against this instance; return its stdout, raise on failure."""
+        proc = subprocess.run([str(Path(sys.executable).with_name("airflow")), *args], env=self.env,
+                              capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise StandaloneError(f"airflow {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc.stdout
+
+    def backfill(self, dag_id: str, from_date: str, to_date: str, *options: str) -> str:
+        """``airflow backfill create`` with the DAG's default settings plus ``options``."""
+        return self.cli("backfill", "create", "--dag-id", dag_id, "--from-date", from_date, "--to-date", to_date,
+                        *options)
+
+    def clear(self, dag_id: str, start_date: str, end_date: str, *options: str) -> str:
+        """``airflow tasks clear`` of the runs between the dates (all tasks unless ``-t regex``)."""
+        return self.cli("tasks", "clear", dag_id, "--start-date", start_date, "--end-date", end_date, "--yes",
+                        *options)
+
+    def unpause(self, dag_id: str) -> str:
+        return self.cli("dags", "unpause", dag_id)
+
+    # -- the REST API ---------------------------------------------------------------------------
+    def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """Call ``/api/v2<path>``; return the decoded JSON (None for an empty answer)."""
+        request = urllib.request.Request(f"{self.url}/api/v2{path}", method=method,
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                payload = response.read()
+        except urllib.error.HTTPError as exc:
+            raise StandaloneError(f"{method} {path}: HTTP {exc.code}: {exc.read().decode(errors='replace')}") from None
+        return json.loads(payload) if payload else None
+
+    def dag_runs(self, dag_id: str) -> list[dict[str, Any]]:
+        """The DAG's runs, oldest logical date first."""
+        return self.api("GET", f"/dags/{dag_id}/dagRuns?order_by=logical_date&limit=100")["dag_runs"]
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
+        """task id -> state of one run."""
+        instances = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
+        return {ti["task_id"]: ti["state"] for ti in instances}
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 180) -> dict[str, Any]:
+        """Wait until the dag processor has parsed ``dag_id``; return it as the API shows it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.api("GET", f"/dags/{dag_id}")
+            except StandaloneError:
+                if time.monotonic() > deadline:
+                    raise StandaloneError(f"DAG {dag_id} not parsed in {timeout:.0f}s:\n{self.log_tail()}") from None
+                time.sleep(2)
+
+    def wait_for_runs(self, dag_id: str, logical_dates: Iterable[str], timeout: float = 900,
+                      since: str | None = None) -> dict[str, str]:
+        """Wait until the runs of ``logical_dates`` (``YYYY-MM-DD``) have finished (success or failed),
+        each after ``since`` (an ISO time: a cleared run counts once it ran again); return date -> state."""
+        wanted = list(logical_dates)
+        deadline = time.monotonic() + timeout
+        while True:
+            runs = {run["logical_date"][:10]: run for run in self.dag_runs(dag_id) if run.get("logical_date")}
+            states = {date: runs[date]["state"] if date in runs else None for date in wanted}
+            done = all(
+                state in FINISHED and (since is None or (runs[date].get("end_date") or "") > since)
+                for date, state in states.items())
+            if done:
+                return states
+            if time.monotonic() > deadline:
+                raise StandaloneError(f"Runs of {dag_id} not finished in {timeout:.0f}s: {states}\n{self.log_tail()}")
+            time.sleep(3)
+
+    def delete_runs(self, dag_id: str) -> None:
+        """Delete every run of the DAG (a test starting from no history)."""
+        for run in self.dag_runs(dag_id):
+            self.api("DELETE", f"/dags/{dag_id}/dagRuns/{run['dag_run_id']}")
+
+    def stop(self) -> None:
+        """Stop every process of the instance (its process group), TERM first, then KILL."""
+        if self.process.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.process.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.process.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def standalone_env(home: Path, port: int, connections: dict[str, str]) -> dict[str, str]:
+    """The environment of the instance: everything it needs in variables, no airflow.cfg edits."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_"))}
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),  # standalone runs `airflow`
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": "4",  # two shared cores: a few task processes at once
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+        "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "AIRFLOW__API__WORKERS": "1",
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
+        "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        "AIRFLOW__REVERSE_ETL__JARS_DIR": os.environ.get("AIRFLOW__REVERSE_ETL__JARS_DIR", ""),
+        "AIRFLOW__REVERSE_ETL__WAREHOUSE": str(home / "warehouse"),
+        "ARETL_DEMO_DIR": str(home / "demo"),
+    })
+    env.update({f"AIRFLOW_CONN_{conn_id.upper()}": value for conn_id, value in connections.items()})
+    return env
+
+
+def _wait_until_healthy(instance: AirflowStandalone, timeout: float) -> None:
+    """Until the API server answers and the scheduler, dag processor and triggerer heartbeat."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        if instance.process.poll() is not None:
+            raise StandaloneError(f"airflow standalone exited ({instance.process.returncode}):\n{instance.log_tail()}")
+        try:
+            last = instance.api("GET", "/monitor/health")
+            parts = ("metadatabase", "scheduler", "dag_processor", "triggerer")
+            if all((last.get(part) or {}).get("status") == "healthy" for part in parts):
+                return
+        except (OSError, StandaloneError) as exc:
+            last = exc
+        time.sleep(2)
+    raise StandaloneError(f"airflow standalone not healthy in {timeout:.0f}s ({last}):\n{instance.log_tail()}")
+
+
+@pytest.fixture(scope="session")
+def airflow_standalone(tmp_path_factory, spark_connect_server) -> Iterator[AirflowStandalone]:
+    """A running ``airflow standalone`` for the whole session (see the module's docstring)."""
+    home = tmp_path_factory.mktemp("airflow-standalone")
+    env = standalone_env(home, free_port(), {"spark_default": spark_connect_server.airflow_connection()})
+    with open(home / "standalone.log", "ab") as log:
+        process = subprocess.Popen([str(Path(sys.executable).with_name("airflow")), "standalone"], env=env, cwd=home,
+                                   stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)  # its own process group: stopped as a whole
+    instance = AirflowStandalone(home=home, url=env["AIRFLOW__API__BASE_URL"], env=env, process=process)
+    try:
+        _wait_until_healthy(instance, START_TIMEOUT)
+        yield instance
+    finally:
+        instance.stop()
