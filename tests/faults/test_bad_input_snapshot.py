@@ -104,7 +104,8 @@ def test_a_missing_source_is_named(spark, recorded, source, expected):
 @pytest.mark.fault("bad input", "source JDBC table missing")
 def test_a_missing_jdbc_table_is_named(spark, recorded, postgres_server):
     source = {"format": "jdbc", "url": postgres_server.jdbc_url, "table": "public.no_such_customers",
-              "user": postgres_server.user, "password_env": "ARETL_TEST_BAD_INPUT_PG_PASSWORD"}
+              "user": postgres_server.user, "password_env": "ARETL_TEST_BAD_INPUT_PG_PASSWORD",
+              "driver": "org.postgresql.Driver"}
     with pytest.MonkeyPatch.context() as env:
         env.setenv("ARETL_TEST_BAD_INPUT_PG_PASSWORD", postgres_server.password)
         error = refused(spark, recorded, source)

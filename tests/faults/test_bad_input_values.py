@@ -120,3 +120,15 @@ def test_a_key_too_long_for_the_postgres_index_is_rejected_not_fatal(spark, ware
     again = p.sync(p.step(rows), pg.destination())  # the next run tries it again, and only it
     assert again["committed"] and again["resent"] == 1 and again["stats"]["sent"] == 0
     assert pg.rows() == [("a", "ann"), ("b", "bob")]
+
+
+@pytest.mark.fault("bad input", "NaN primary key into SQLite, sent twice")
+def test_a_nan_key_is_upserted_not_duplicated_in_sqlite(spark, warehouse, tmp_path):
+    """Stored as NULL, a NaN key matched nothing on the next upsert, so every resend added a row."""
+    database = str(tmp_path / "dest.db")
+    destination = {"type": "sqlite", "database": database, "table": "readings"}
+    p = Pipeline(spark, warehouse, tmp_path, schema="k DOUBLE, v STRING", key=("k",))
+    p.sync(p.step([(math.nan, "a"), (1.0, "b")]), destination)
+    p.sync(p.diff("crm", full_resync=True), destination)
+    with sqlite3.connect(database) as conn:
+        assert sorted(conn.execute("SELECT k, v FROM readings"), key=lambda row: row[1]) == [("NaN", "a"), (1.0, "b")]
