@@ -17,7 +17,6 @@ from spark_jobs.errors import ConfigError
 from spark_jobs.keys import require_columns
 from spark_jobs.lake import commit_info, is_delta_table, latest_version
 
-CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 BEFORE_TYPES = ("update_preimage", "delete")  # a change whose row existed before the change
 AFTER_TYPES = ("insert", "update_postimage")  # a change whose row exists after it
 

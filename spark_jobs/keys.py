@@ -24,13 +24,14 @@ def any_null(key: list[str]):
     return condition
 
 
-def check_key_counts(per_key, key: list[str], where: str, *, what: str = "row(s)", null_examples=None,
-                     **totals):
+def check_key_counts(per_key, key: list[str], where: str, *, what: str = "row(s)", **totals):
     """Fail if ``per_key`` (one row per key value with ``count``, its rows once written) holds a null
     or duplicate key; return the totals row, with the extra aggregates ``totals`` asked for.
 
-    One aggregation returning one row: never the data itself. Examples are only looked up on
-    failure (``null_examples()`` gives the rows with a null key, when the caller can show them).
+    One aggregation returning one row: never the data itself. A null key is reported by its columns
+    and a count only: the rest of such a row may be personal data, and the message lands in the
+    task's log and XCom. A duplicate key is named by its values (up to five of them), the one thing
+    a user needs to find it.
     """
     from pyspark.sql import functions as F
 
@@ -39,9 +40,8 @@ def check_key_counts(per_key, key: list[str], where: str, *, what: str = "row(s)
                       F.sum(F.when(null & (F.col("count") > 0), F.col("count"))).alias("null_keys"),
                       F.sum(F.when(~null & (F.col("count") > 1), 1)).alias("dupes")).first()
     if row["null_keys"]:
-        sample = f"; examples: {null_examples()}" if null_examples else ""
-        raise DataQualityError(f"{where}: {row['null_keys']} {what} have a null primary key {key}{sample}. "
-                               "Nothing was written.")
+        raise DataQualityError(f"{where}: {row['null_keys']} {what} have a null primary key {key} (a null in "
+                               "at least one key column). Nothing was written.")
     if row["dupes"]:
         examples = per_key.where(~null & (F.col("count") > 1)).orderBy(F.desc("count")).limit(EXAMPLES).collect()
         described = ", ".join(f"{ {c: r[c] for c in key} } x{r['count']}" for r in examples)
@@ -57,9 +57,5 @@ def check_primary_key(df, key: list[str], where: str) -> int:
         raise ConfigError(f"{where}: a primary_key is required")
     require_columns(df.columns, key, f"{where}: primary key column(s)")
     per_key = df.groupBy(*key).agg(F.count(F.lit(1)).alias("count"))
-
-    def null_examples():
-        return [r.asDict() for r in df.where(any_null(key)).select(*df.columns).limit(EXAMPLES).collect()]
-
-    totals = check_key_counts(per_key, key, where, null_examples=null_examples, rows=F.sum("count"))
+    totals = check_key_counts(per_key, key, where, rows=F.sum("count"))
     return int(totals["rows"] or 0)

@@ -28,8 +28,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from spark_jobs.columns import CDF_COLUMNS, check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
-from spark_jobs.diff import AFTER_TYPES, CDF_COLUMNS, net_changes
+from spark_jobs.diff import AFTER_TYPES, net_changes
 from spark_jobs.errors import ConfigError, SchemaDriftError
 from spark_jobs.keys import check_key_counts, check_primary_key
 from spark_jobs.lake import (
@@ -96,6 +97,7 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
 
     df = read_source(spark, source).persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        check_column_names(df.columns, f"Snapshot {name}")
         metadata["rows"] = check_primary_key(df, key, f"Snapshot {name}")
         with commit_metadata(spark, metadata):
             if exists:

@@ -15,6 +15,7 @@ A password never appears in the spec: ``password_env`` names the environment var
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from spark_jobs.errors import ConfigError
@@ -88,4 +89,16 @@ def _read_jdbc(spark, source: dict[str, Any], options: dict[str, str]):
         if env not in os.environ:
             raise ConfigError(f"The source password variable {env} is not set in the Spark driver's environment")
         reader = reader.option("password", os.environ[env])
-    return reader.load()
+    try:
+        return reader.load()  # reads the table's schema: a missing table fails here
+    except Exception as exc:
+        missing = _MISSING_RELATION.search(str(exc))
+        if missing:
+            raise ConfigError(f"Source {'table ' + repr(table) if table else 'query'} at {url} names a table that "
+                              f"does not exist: the database says {missing.group(0).strip()!r}") from None
+        raise
+
+
+#: How JDBC drivers report a missing table: Postgres (42P01), MySQL (42S02), SQLite, H2 and others.
+_MISSING_RELATION = re.compile(r"(relation|table|object) \S+ (does not exist|doesn't exist|not found)"
+                               r"|no such table: \S+", re.IGNORECASE)

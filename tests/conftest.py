@@ -32,6 +32,7 @@ pytest_plugins = [
     "tests.support.spark_session",
     "tests.support.airflow_db",
     "tests.support.services",
+    "tests.support.postgres_table",
     "tests.support.http_server",
     "tests.support.spark_submit",
     "tests.support.spark_cluster",

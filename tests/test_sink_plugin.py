@@ -39,8 +39,10 @@ def test_an_installed_plugin_is_used_by_name(spark, warehouse, tmp_path, install
     assert result["stats"]["rejected"] == 1 and p.ledger()[0]["sink"] == "test-jsonl"
 
 
+@pytest.mark.fault("bad input", "unknown sink type")
 def test_an_unknown_sink_lists_the_installed_ones(spark, warehouse, tmp_path):
     p = Pipeline(spark, warehouse, tmp_path)
     error = p.sync_error(p.step([(1, "ann", "oslo")]), {"type": "no-such-sink"})
     assert error["type"] == "ConfigError" and "'no-such-sink'" in error["message"]
     assert all(name in error["message"] for name in ("postgres", "http", "kafka", "delta", "sqlite"))
+    assert p.committed() is None

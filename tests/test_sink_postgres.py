@@ -2,45 +2,7 @@
 schema mismatches named by column, per-record rejects isolated from a bulk batch, and a resend after
 the sync was killed midway."""
 
-import uuid
-
-import psycopg2
-import pytest
-
 from tests.support.pipeline import Pipeline, sync_killed_midway
-
-PASSWORD_ENV = "ARETL_TEST_SINK_PG_PASSWORD"
-
-
-@pytest.fixture
-def pg(postgres_server, monkeypatch):
-    """A fresh table name in the test database, a connection for checks, and destination settings
-    shaped like SinkOperator builds them from an Airflow connection (password in the environment)."""
-    monkeypatch.setenv(PASSWORD_ENV, postgres_server.password)
-    conn = psycopg2.connect(**postgres_server.connect_kwargs())
-    conn.autocommit = True
-
-    class Pg:
-        table = f"customers_{uuid.uuid4().hex[:8]}"
-
-        def execute(self, sql, params=None):
-            with conn.cursor() as cur:
-                cur.execute(sql, params)
-                return cur.fetchall() if cur.description else None
-
-        def rows(self, columns="*", table=None):
-            return self.execute(f"SELECT {columns} FROM {table or self.table} ORDER BY 1")
-
-        def destination(self, **options):
-            return {"type": "postgres", "table": options.pop("table", self.table),
-                    "connection": {"conn_type": "postgres", "host": postgres_server.host,
-                                   "port": postgres_server.port, "login": postgres_server.user,
-                                   "schema": postgres_server.dbname},
-                    "secrets_env": {"password": PASSWORD_ENV}, **options}
-
-    yield Pg()
-    conn.close()
-
 
 ROWS = [(1, "ann", "oslo"), (2, "bob", "lima"), (3, "cid", "rome")]
 

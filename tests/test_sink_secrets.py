@@ -20,8 +20,12 @@ import pytest
 
 from tests.support.pipeline import Pipeline
 
-@pytest.mark.parametrize("mode", [pytest.param("spark_submit", marks=pytest.mark.spark_submit),
-                                  pytest.param("spark_connect", marks=pytest.mark.spark_connect)])
+@pytest.mark.parametrize("mode", [
+    pytest.param("spark_submit", marks=[pytest.mark.spark_submit,
+                                        pytest.mark.fault("bad input", "secrets in a connection (spark-submit)")]),
+    pytest.param("spark_connect", marks=[pytest.mark.spark_connect,
+                                         pytest.mark.fault("bad input", "secrets in a connection (Spark Connect)")]),
+])
 def test_no_secret_is_left_in_argv_spec_xcom_logs_or_tables(spark, warehouse, tmp_path, postgres_server,
                                                              monkeypatch, caplog, capfd, request, mode):
     from airflow_reverse_etl.operators.sink import SinkOperator

@@ -108,13 +108,17 @@ def test_field_mapping_and_constants(pipeline):
         assert sorted(conn.execute("SELECT * FROM customers")) == [(1, "a", "lake"), (2, "b", "lake")]
 
 
+@pytest.mark.fault("bad input", "field_mapping naming an unknown column")
 def test_mapping_errors_name_the_column(pipeline):
+    import os
+
     pipeline.snapshot([(1, "a", "x")])
     error = pipeline.sync_error(pipeline.diff(), field_mapping={"email": "mail"})
     assert "['email']" in error["message"] and "field_mapping" in error["message"]
-    assert pipeline.committed() is None
+    assert pipeline.committed() is None and not os.path.exists(pipeline.database)
 
 
+@pytest.mark.fault("bad input", "unknown sink option")
 def test_a_misspelt_destination_option_fails_the_sync_before_anything_is_sent(pipeline):
     import os
 

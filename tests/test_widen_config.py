@@ -26,11 +26,18 @@ def spec(**changes):
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"sequence_groups": {"g_1": ["k", "a"]}}, "primary key column 'k' cannot be in sequence group 'g_1'"),
+    pytest.param({"sequence_groups": {"g_1": ["k", "a"]}}, "primary key column 'k' cannot be in sequence group 'g_1'",
+                 marks=pytest.mark.fault("bad input", "wide table: key in a sequence group")),
     ({"sequence_groups": {"k": ["a"]}}, "primary key column 'k' cannot be in sequence group 'k'"),
-    ({"sequence_groups": {"g_1": ["a", "b"], "g_2": ["b", "c"]}},
-     "field 'b' is in two sequence groups: 'g_1' and 'g_2'"),
-    ({"sequence_groups": {"g_1": ["a", "nope"]}}, "sequence group 'g_1' names unknown field 'nope'"),
+    pytest.param({"sequence_groups": {"g_1": ["a", "b"], "g_2": ["b", "c"]}},
+                 "field 'b' is in two sequence groups: 'g_1' and 'g_2'",
+                 marks=pytest.mark.fault("bad input", "wide table: a field in two sequence groups")),
+    pytest.param({"sequence_groups": {"g_1": ["a", "nope"]}}, "sequence group 'g_1' names unknown field 'nope'",
+                 marks=pytest.mark.fault("bad input", "wide table: unknown field in a sequence group")),
+    pytest.param({"sequence_groups": [{"g_1": ["a", "b"]}]},
+                 "sequence_groups must be a mapping {sequence field: [fields]}, got a list",
+                 marks=pytest.mark.fault("bad input", "wide table: list-shaped sequence_groups")),
+    ({"aggregations": [["c", "sum"]]}, "aggregations must be a mapping {field: aggregate}, got a list"),
     ({"sequence_groups": {"nope": ["a"]}}, "sequence group 'nope' names unknown field 'nope'"),
     ({"sequence_groups": {"g_1": ["a", "g_2"], "g_2": ["c"]}}, "'g_2' is the sequence field of its own group"),
     ({"sequence_field": "missing"}, "sequence_field 'missing' is not a column"),

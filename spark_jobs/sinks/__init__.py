@@ -1,6 +1,7 @@
 """Sink registry: built-in destinations and third-party ones from the ``airflow_reverse_etl.sinks``
 entry point group, so ``pip install`` of a plugin makes its sink usable by name. A ``module:Class``
-path also works, for sinks that live in a DAG repository."""
+path also works, for sinks that live in a DAG repository; it must name a :class:`Sink` subclass
+(anything else would fail later, on an executor, with an AttributeError)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,13 @@ def resolve_sink(name: str) -> type[Sink]:
     if ":" in name:
         module, _, attr = name.partition(":")
         try:
-            return getattr(importlib.import_module(module), attr)
+            found = getattr(importlib.import_module(module), attr)
         except (ImportError, AttributeError) as exc:
             raise ConfigError(f"Sink {name!r} cannot be imported: {exc}") from None
+        if not (isinstance(found, type) and issubclass(found, Sink)):
+            raise ConfigError(f"Sink {name!r} is not a sink: {module}.{attr} does not subclass "
+                              f"{Sink.__module__}.{Sink.__qualname__}")
+        return found
     found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
     if name not in found:
         raise ConfigError(

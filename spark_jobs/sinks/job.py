@@ -45,6 +45,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from spark_jobs import consumers, errors, progress, rejects, runs
+from spark_jobs.columns import SYNC_COLUMNS, data_columns
 from spark_jobs.errors import ConfigError, DestinationError, JobError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.lake import commit_metadata, is_delta_table, latest_version
@@ -84,7 +85,7 @@ def apply_mapping(ops, key: list[str], field_mapping: dict[str, str], constants:
     """
     from pyspark.sql import functions as F
 
-    value_columns = [c for c in ops.columns if not c.startswith("_")]
+    value_columns = data_columns(ops.columns)
     mapping = dict(field_mapping) if field_mapping else {c: c for c in value_columns}
     unknown = [c for c in mapping if c not in value_columns]
     if unknown:
@@ -162,7 +163,7 @@ def _with_resends(spark, wh: Warehouse, spec: SinkSpec, ops, key: list[str], mod
     ledger = rejects.pending(spark, wh, spec.table, spec.consumer)
     if ledger is None:
         return ops, None, None
-    columns = [c for c in ops.columns if not c.startswith("_")]
+    columns = data_columns(ops.columns)
     snapshot = spark.read.format("delta").option("versionAsOf", spec.to_version).load(wh.uri(spec.table))
     resend = rejects.resend_frame(ledger, snapshot, key, columns, RESEND_OPERATION[mode], mode == "mirror")
     resend = resend.join(ops.select("_key"), "_key", "left_anti")
@@ -257,7 +258,7 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
     ops = operations(spark.read.format("delta").load(changes_uri), mode, key)
     ops, ledger, resend = _with_resends(spark, wh, spec, ops, key, mode)
     frame, key_fields, fields = apply_mapping(ops, key, spec.field_mapping, spec.constants)
-    schema = {f.name: f.dataType.simpleString() for f in frame.schema.fields if not f.name.startswith("_")}
+    schema = {f.name: f.dataType.simpleString() for f in frame.schema.fields if f.name not in SYNC_COLUMNS}
     config = SinkConfig(destination=destination, key_fields=key_fields, fields=fields, mode=mode,
                         secrets=_secrets(destination))
     sink = sink_cls(config)
@@ -328,7 +329,7 @@ def _as_sent(frame, key_fields: list[str]):
 
     is_delete = F.col("_op") == "delete"
     return frame.select(*[
-        F.col(f"`{c}`") if c in key_fields or c.startswith("_")
+        F.col(f"`{c}`") if c in key_fields or c in SYNC_COLUMNS
         else F.when(is_delete, F.lit(None)).otherwise(F.col(f"`{c}`")).alias(c)
         for c in frame.columns
     ])

@@ -7,8 +7,9 @@ them to the target with one set-based statement per operation —
 ``UPDATE … FROM staging`` (update) and ``DELETE … USING staging`` (delete). Upserts and deletes by key
 make a resend harmless.
 
-When a batch breaks a constraint or carries a value the column cannot take (SQLSTATE classes 22 and
-23), it is split in halves until the offending records are isolated; they are rejected with
+When a batch breaks a constraint, carries a value the column cannot take (SQLSTATE classes 22 and
+23: bytes that are not UTF-8 among them) or a row over Postgres's size limits (54000: a key beyond the
+btree index's 2704 bytes), it is split in halves until the offending records are isolated; they are rejected with
 Postgres's message and the rest is delivered, so one bad row costs O(log batch) extra round trips,
 not a row-by-row reload. Lost connections, deadlocks, serialization failures and lock timeouts are
 transient: the core retries the batch on a fresh connection.
@@ -49,8 +50,10 @@ LIBPQ_EXTRAS = ("sslmode", "sslcert", "sslkey", "sslrootcert", "sslcrl", "connec
 #: SQLSTATEs (or their classes) worth a retry: connection trouble, resource shortage, contention.
 TRANSIENT_CLASSES = ("08", "53", "57")
 TRANSIENT_CODES = ("40001", "40P01", "55P03")
-#: Classes whose errors belong to individual records: data exceptions and integrity violations.
+#: Errors that belong to individual records: data exceptions and integrity violations (classes), and
+#: a row or index entry over Postgres's size limits (54000, e.g. a key beyond the btree's 2704 bytes).
 RECORD_CLASSES = ("22", "23")
+RECORD_CODES = ("54000",)
 
 # Which Postgres column types accept which Spark types; anything else is a schema mismatch.
 _NUMERIC_SPARK = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
@@ -261,7 +264,7 @@ class PostgresSink(SqlSink):
                     or state[:2] in TRANSIENT_CLASSES or state in TRANSIENT_CODES:
                 self.close()
                 raise RetryableError(f"Postgres {state or 'connection'}: {message}") from exc
-            if state[:2] in RECORD_CLASSES:
+            if state[:2] in RECORD_CLASSES or state in RECORD_CODES:
                 if len(records) == 1:
                     return [Rejected(f"postgres {state}: {message}")]
                 middle = len(records) // 2

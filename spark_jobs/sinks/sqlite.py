@@ -3,7 +3,18 @@
 Writes a batch in one transaction with ``executemany`` (``INSERT … ON CONFLICT DO UPDATE`` for upserts,
 ``ON CONFLICT DO NOTHING`` for plain inserts, ``UPDATE``/``DELETE`` by key). When the batch breaks a
 constraint, it is replayed record by record to find the offenders, which are rejected with SQLite's
-message; the rest are delivered. A locked database is transient and retried by the core.
+message; the rest are delivered. A text value that is not valid UTF-8 (SQLite stores text as UTF-8)
+is rejected the same way, found by splitting the batch in halves. A locked database is transient and
+retried by the core.
+
+Values SQLite has no exact type for are stored so that they read back as what they were:
+
+* NaN as the text ``'NaN'``: SQLite turns a NaN REAL into NULL, which would lose the value (and make a
+  NaN key match nothing on the next upsert, so it would be inserted again). ±inf are REALs as they are.
+* -0.0 as 0.0: SQLite has no negative zero (IEEE 754 compares them equal).
+* Decimals as text in plain notation at their full scale (``'0.000000000000000001'``, never
+  ``'1E-18'``), so every digit of a ``decimal(38, s)`` survives; dates and timestamps as ISO 8601 text,
+  arrays and maps as JSON text.
 
 Options: :class:`SqliteOptions`. Table creation and the driver-side checks are the shared SQL ones
 (:mod:`spark_jobs.sinks.sql`).
@@ -15,6 +26,7 @@ import datetime as dt
 import decimal
 import itertools
 import json
+import math
 import os
 import sqlite3
 from contextlib import contextmanager
@@ -29,10 +41,13 @@ from spark_jobs.sinks.sql import Column, SqlOptions, SqlSink, equal, insert
 
 
 def _adapt(value: Any) -> Any:
+    """A value as SQLite stores it (see the module docstring)."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
     if isinstance(value, (dt.datetime, dt.date)):
         return value.isoformat()
     if isinstance(value, decimal.Decimal):
-        return str(value)
+        return format(value, "f")
     if isinstance(value, (list, dict)):
         return json.dumps(value, default=str)
     return value
@@ -105,7 +120,10 @@ class SqliteSink(SqlSink):
         return sql, tuple(_adapt(record.data[n]) for n in names)
 
     def write_batch(self, records: Sequence[ChangeRecord]) -> list[Outcome]:
-        statements = [self._statement(r) for r in records]
+        try:
+            statements = [self._statement(r) for r in records]
+        except UnicodeDecodeError as exc:
+            return self._without_invalid_text(records, exc)
         try:
             self._run(statements)
             return [None] * len(records)
@@ -115,6 +133,14 @@ class SqliteSink(SqlSink):
             raise DestinationError(f"SQLite refused the batch for table {self.table!r}: {exc}") from exc
         except (sqlite3.IntegrityError, sqlite3.DataError):
             return [self._one(statement) for statement in statements]
+
+    def _without_invalid_text(self, records: Sequence[ChangeRecord], exc: UnicodeDecodeError) -> list[Outcome]:
+        """Some text value of the batch is not UTF-8: halve the batch until that record is alone,
+        reject it, and send the rest (O(log batch) extra decodes per bad record)."""
+        if len(records) == 1:
+            return [Rejected(f"sqlite: a text value is not valid UTF-8 ({exc})")]
+        middle = len(records) // 2
+        return self.write_batch(records[:middle]) + self.write_batch(records[middle:])
 
     def _run(self, statements: list[tuple[str, tuple]]) -> None:
         conn = self.conn

@@ -152,13 +152,22 @@ def parse(spec: dict[str, Any]) -> WideTable:
         name=name, primary_key=key, sources=sources,
         sequence_field=spec.get("sequence_field") or None,
         sequence_groups={g: [f] if isinstance(f, str) else list(f)
-                         for g, f in (spec.get("sequence_groups") or {}).items()},
-        aggregations=dict(spec.get("aggregations") or {}),
+                         for g, f in _mapping(spec, "sequence_groups", "{sequence field: [fields]}", where).items()},
+        aggregations=_mapping(spec, "aggregations", "{field: aggregate}", where),
         listagg_delimiter=spec.get("listagg_delimiter", ","),
         ignore_delete=bool(spec.get("ignore_delete", False)),
     )
     _validate(table)
     return table
+
+
+def _mapping(spec: dict[str, Any], option: str, shape: str, where: str) -> dict[str, Any]:
+    """An option that must be a mapping; a list (as in a Paimon table property split by hand) is a
+    configuration error naming the shape, not an AttributeError later."""
+    value = spec.get(option) or {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: {option} must be a mapping {shape}, got a {type(value).__name__}: {value!r}")
+    return dict(value)
 
 
 def _source(wide: str, key: list[str], raw: dict[str, Any]) -> Source:
