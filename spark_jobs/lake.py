@@ -96,13 +96,29 @@ def history(spark, uri: str, limit: int | None = None) -> list[dict[str, Any]]:
     return out
 
 
+def table_history(spark, uri: str, limit: int | None = None) -> list[dict[str, Any]] | None:
+    """:func:`history`, or None when ``uri`` holds no Delta table: the existence check and the history
+    in one read of the table's log, where :func:`is_delta_table` then :func:`history` read it twice.
+    A job reads a table's history once and passes the entries on."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        with _quiet_connect_errors():
+            return history(spark, uri, limit)
+    except AnalysisException as exc:
+        if (exc.getCondition() or "").split(".")[0] in _NOT_A_DELTA_TABLE:
+            return None
+        raise
+
+
 def latest_version(spark, uri: str) -> int:
     return history(spark, uri, 1)[0]["version"]
 
 
-def commit_info(spark, uri: str, version: int) -> dict[str, Any]:
-    """The history entry of ``version``; a version that does not exist is a :class:`ConfigError`."""
-    entries = history(spark, uri)
+def commit_info(spark, uri: str, version: int, entries: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The history entry of ``version`` (among ``entries``, the table's history if already read); a
+    version that does not exist is a :class:`ConfigError`."""
+    entries = history(spark, uri) if entries is None else entries
     for entry in entries:
         if entry["version"] == version:
             return entry
