@@ -130,6 +130,11 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     values = [c for c in df.columns if c not in key]
     changes = _changed_rows(spark, uri, df, key, values, added).persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        # Counted first (it fills the cache the MERGE reads): a run that changed no row skips planning
+        # and running a MERGE that would commit nothing. New columns still go through it (they are
+        # added to the table even when every row is null there).
+        if not added and not changes.count():
+            return _record_if_unchanged(spark, uri, metadata)
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
         sets = {f"`{c}`": f"s.`{c}`" for c in values}
         clauses = [f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE"]
