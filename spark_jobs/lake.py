@@ -46,9 +46,10 @@ def delta_path(uri: str) -> str:
     return "delta.`" + uri.replace("`", "``") + "`"
 
 
-# What Delta and Spark answer when a path holds no Delta table (missing, empty, or plain files).
+# What Delta and Spark answer when a path holds no Delta table (missing, empty, or plain files);
+# DESCRIBE HISTORY says DELTA_TABLE_ONLY_OPERATION where DESCRIBE DETAIL answers with another format.
 _NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_PATH_DOES_NOT_EXIST", "PATH_NOT_FOUND",
-                      "DELTA_TABLE_NOT_FOUND", "DELTA_EMPTY_DIRECTORY"}
+                      "DELTA_TABLE_NOT_FOUND", "DELTA_EMPTY_DIRECTORY", "DELTA_TABLE_ONLY_OPERATION"}
 
 
 def is_delta_table(spark, uri: str) -> bool:
