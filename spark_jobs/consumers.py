@@ -137,8 +137,8 @@ def commit_from(spark, wh: Warehouse, expected: Position, version: int, run_id: 
             raise
         commit_id = None
     # Delta skips an idempotent write silently when the sequence was taken before it started: read back.
-    now = position(spark, wh, expected.table, expected.consumer)
-    if commit_id is None or now.commit_id != commit_id:
+    if commit_id is None or not _landed(spark, wh, commit_id):
+        now = position(spark, wh, expected.table, expected.consumer)
         raise StaleCommitError(_stale_message(now, expected.version, version, delivered=True))
 
 
@@ -150,6 +150,17 @@ def _append(spark, wh: Warehouse, rows: list[tuple[str, str, int, int]], run_id:
     frame = spark.createDataFrame([(t, c, int(v), now, run_id, seq, commit_id) for t, c, v, seq in rows], DDL)
     system_tables.append(frame, wh.system(TABLE), txn)
     return commit_id
+
+
+def _landed(spark, wh: Warehouse, commit_id: str) -> bool:
+    """Whether the row of ``commit_id`` is in the table. The transaction id lets at most one commit per
+    (pair, sequence) through, so the sync's row being there means its compare-and-set won. A lookup by
+    the unique id: the files' statistics on ``commit_id`` skip every file but the one appended, where
+    reading the pair's position aggregates all of its rows."""
+    from pyspark.sql import functions as F
+
+    rows = system_tables.read(spark, wh.system(TABLE), DDL)
+    return bool(rows.where(F.col("commit_id") == commit_id).select("commit_id").limit(1).collect())
 
 
 def _pair_filter(pairs: list[tuple[str, str]]):

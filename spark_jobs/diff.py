@@ -15,7 +15,7 @@ from spark_jobs import consumers
 from spark_jobs.contract import DiffResult, DiffSpec, table_ref
 from spark_jobs.errors import ConfigError
 from spark_jobs.keys import require_columns
-from spark_jobs.lake import commit_info, is_delta_table, latest_version
+from spark_jobs.lake import commit_info, latest_version, table_history
 
 BEFORE_TYPES = ("update_preimage", "delete")  # a change whose row existed before the change
 AFTER_TYPES = ("insert", "update_postimage")  # a change whose row exists after it
@@ -97,10 +97,11 @@ def run_diff(spark, spec: DiffSpec) -> DiffResult:
     table_rel = spec.table
     consumer = spec.consumer
     uri = wh.uri(table_rel)
-    if not is_delta_table(spark, uri):
+    entries = table_history(spark, uri)  # the one read of the table's log: existence, latest, target
+    if entries is None:
         raise ConfigError(f"Table {table_rel} does not exist at {uri}; run its snapshot first")
-    to_version = latest_version(spark, uri) if spec.to_version is None else spec.to_version
-    target = commit_info(spark, uri, to_version)
+    to_version = entries[0]["version"] if spec.to_version is None else spec.to_version
+    target = commit_info(spark, uri, to_version, entries)
     key = list(spec.primary_key or target["metadata"].get("primary_key") or [])
     if not key:
         raise ConfigError(f"Table {table_rel} records no primary key; pass primary_key to the diff")

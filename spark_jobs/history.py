@@ -18,8 +18,8 @@ from __future__ import annotations
 from spark_jobs.contract import HistoryResult, HistorySpec, parse_logical_date, table_ref
 from spark_jobs.errors import ConfigError
 from spark_jobs.keys import require_columns
-from spark_jobs.lake import commit_metadata, history, is_delta_table
-from spark_jobs.timetravel import recorded_versions
+from spark_jobs.lake import commit_metadata, history, table_history
+from spark_jobs.timetravel import recorded_in
 
 SCD_COLUMNS = ("valid_from", "valid_to", "is_current", "_version")
 
@@ -67,13 +67,14 @@ def run_history(spark, spec: HistorySpec) -> HistoryResult:
     wh = spec.lake
     rel = spec.table
     uri = wh.uri(rel)
-    if not is_delta_table(spark, uri):
+    entries = table_history(spark, uri)  # the one read of the snapshot's log
+    if entries is None:
         raise ConfigError(f"SCD2 history: {rel} is not a Delta table under {wh.root}")
-    recorded = recorded_versions(spark, uri)
+    recorded = recorded_in(entries)
     if not recorded:
         raise ConfigError(f"SCD2 history: no commit of {rel} carries a logical date; nothing to derive")
     chain = sorted(((e["version"], d) for d, e in recorded.items()), key=lambda vd: (parse_logical_date(vd[1]), vd[0]))
-    key = list(spec.primary_key or history(spark, uri, 1)[0]["metadata"].get("primary_key") or [])
+    key = list(spec.primary_key or entries[0]["metadata"].get("primary_key") or [])
     if not key:
         raise ConfigError(f"SCD2 history: {rel} records no primary key; pass primary_key")
     columns = spark.read.format("delta").load(uri).columns

@@ -46,9 +46,10 @@ def delta_path(uri: str) -> str:
     return "delta.`" + uri.replace("`", "``") + "`"
 
 
-# What Delta and Spark answer when a path holds no Delta table (missing, empty, or plain files).
+# What Delta and Spark answer when a path holds no Delta table (missing, empty, or plain files);
+# DESCRIBE HISTORY says DELTA_TABLE_ONLY_OPERATION where DESCRIBE DETAIL answers with another format.
 _NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_PATH_DOES_NOT_EXIST", "PATH_NOT_FOUND",
-                      "DELTA_TABLE_NOT_FOUND", "DELTA_EMPTY_DIRECTORY"}
+                      "DELTA_TABLE_NOT_FOUND", "DELTA_EMPTY_DIRECTORY", "DELTA_TABLE_ONLY_OPERATION"}
 
 
 def is_delta_table(spark, uri: str) -> bool:
@@ -96,13 +97,29 @@ def history(spark, uri: str, limit: int | None = None) -> list[dict[str, Any]]:
     return out
 
 
+def table_history(spark, uri: str, limit: int | None = None) -> list[dict[str, Any]] | None:
+    """:func:`history`, or None when ``uri`` holds no Delta table: the existence check and the history
+    in one read of the table's log, where :func:`is_delta_table` then :func:`history` read it twice.
+    A job reads a table's history once and passes the entries on."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        with _quiet_connect_errors():
+            return history(spark, uri, limit)
+    except AnalysisException as exc:
+        if (exc.getCondition() or "").split(".")[0] in _NOT_A_DELTA_TABLE:
+            return None
+        raise
+
+
 def latest_version(spark, uri: str) -> int:
     return history(spark, uri, 1)[0]["version"]
 
 
-def commit_info(spark, uri: str, version: int) -> dict[str, Any]:
-    """The history entry of ``version``; a version that does not exist is a :class:`ConfigError`."""
-    entries = history(spark, uri)
+def commit_info(spark, uri: str, version: int, entries: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The history entry of ``version`` (among ``entries``, the table's history if already read); a
+    version that does not exist is a :class:`ConfigError`."""
+    entries = history(spark, uri) if entries is None else entries
     for entry in entries:
         if entry["version"] == version:
             return entry

@@ -39,11 +39,11 @@ from spark_jobs.lake import (
     commit_metadata,
     history,
     insert_values,
-    is_delta_table,
     merge_into,
+    table_history,
 )
 from spark_jobs.sources import describe, read_source
-from spark_jobs.timetravel import pin_delta_source, recorded_for, recorded_versions
+from spark_jobs.timetravel import pin_delta_source, recorded_for, recorded_in
 
 
 log = logging.getLogger(__name__)
@@ -56,12 +56,13 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     key = spec.primary_key
     logical_date = spec.logical_date
     source = spec.source
-    exists = is_delta_table(spark, uri)
+    entries = table_history(spark, uri)  # the one read of the table's log before writing (None: no table)
+    exists = entries is not None
     # Recorded dates first: a re-run reads nothing, and a past date is refused before the source
     # is even looked at (its own history may not reach back that far). Dates are compared as
     # instants: the same instant spelt another way is a re-run, not a new date.
-    if exists and logical_date:
-        recorded = recorded_versions(spark, uri)
+    if entries is not None and logical_date:
+        recorded = recorded_in(entries)
         entry = recorded_for(recorded, logical_date)
         if entry is not None:
             if entry["metadata"].get("source_version") is not None:
@@ -88,21 +89,23 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     if source.get("format") == "delta" and source.get("version") is not None:
         metadata["source_version"] = int(source["version"])
 
-    since = _cdf_since(spark, uri, source, key) if exists else None
-    if since is not None:
-        _apply_source_changes(spark, uri, source, key, name, since, metadata)
-        return _result(wh, rel, _own_commit(spark, uri, metadata), source, reused=False, read="change_data_feed")
+    since = _cdf_since(spark, uri, source, key, entries[0]) if entries is not None else None
+    if entries is not None and since is not None:
+        entry = _apply_source_changes(spark, uri, source, key, name, since, int(entries[0]["metadata"]["rows"]),
+                                      metadata)
+        return _result(wh, rel, entry, source, reused=False, read="change_data_feed")
 
     from pyspark import StorageLevel
 
     df = read_source(spark, source).persist(StorageLevel.MEMORY_AND_DISK)
+    entry = None
     try:
         check_column_names(df.columns, f"Snapshot {name}")
         metadata["rows"] = check_primary_key(df, key, f"Snapshot {name}")
         with commit_metadata(spark, metadata):
             if exists:
                 df, added = _align_schema(spark, uri, df, name, spec.allow_schema_evolution)
-                _merge(spark, uri, df, key, added, metadata)
+                entry = _merge(spark, uri, df, key, added, metadata)
             else:
                 writer = df.write.format("delta").mode("error")  # errorifexists, spelled the way Spark Connect accepts
                 for prop, value in TABLE_PROPERTIES.items():
@@ -111,10 +114,10 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     finally:
         df.unpersist()
 
-    return _result(wh, rel, _own_commit(spark, uri, metadata), source, reused=False)
+    return _result(wh, rel, entry or _own_commit(spark, uri, metadata), source, reused=False)
 
 
-def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict[str, Any]) -> None:
+def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict[str, Any]) -> dict[str, Any]:
     """MERGE the extract: update changed rows, insert new keys, delete vanished ones. ``added`` are
     columns new to the table (schema evolution): a row changes if it has a value there.
 
@@ -129,6 +132,11 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     values = [c for c in df.columns if c not in key]
     changes = _changed_rows(spark, uri, df, key, values, added).persist(StorageLevel.MEMORY_AND_DISK)
     try:
+        # Counted first (it fills the cache the MERGE reads): a run that changed no row skips planning
+        # and running a MERGE that would commit nothing. New columns still go through it (they are
+        # added to the table even when every row is null there).
+        if not added and not changes.count():
+            return _record_if_unchanged(spark, uri, metadata)
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
         sets = {f"`{c}`": f"s.`{c}`" for c in values}
         clauses = [f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE"]
@@ -144,7 +152,7 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
                 spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
     finally:
         changes.unpersist()
-    _record_if_unchanged(spark, uri, metadata)
+    return _record_if_unchanged(spark, uri, metadata)
 
 
 VANISHED = "_aretl_vanished"  # set on a change row whose key is in the table but not in the extract
@@ -183,13 +191,18 @@ def _row_hash(columns):
     return F.xxhash64(*[part for col in columns for part in (col, col.isNull())])
 
 
-def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any]) -> None:
-    latest = history(spark, uri, 1)[0]["metadata"]
-    if (latest.get("run_id"), latest.get("logical_date")) != (metadata["run_id"], metadata["logical_date"]):
-        # Nothing changed, so the MERGE committed nothing. Record the logical date all the same with
-        # a metadata-only commit: every run is one version, and its Change Data Feed is empty.
-        spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES "
-                  f"('aretl.unchanged_since' = '{metadata['logical_date']}')")
+def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any]) -> dict[str, Any]:
+    """The history entry of this run's commit, made after the MERGE; the newest one on the usual path,
+    so one short read of the log finds it."""
+    latest = history(spark, uri, 1)[0]
+    if (latest["metadata"].get("run_id"), latest["metadata"].get("logical_date")) == (
+            metadata["run_id"], metadata["logical_date"]):
+        return latest
+    # Nothing changed, so the MERGE committed nothing. Record the logical date all the same with
+    # a metadata-only commit: every run is one version, and its Change Data Feed is empty.
+    spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES "
+              f"('aretl.unchanged_since' = '{metadata['logical_date']}')")
+    return _own_commit(spark, uri, metadata)
 
 
 def _unchanged(values: list[str]) -> str:
@@ -197,8 +210,8 @@ def _unchanged(values: list[str]) -> str:
     return " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in values)
 
 
-def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str]) -> int | None:
-    """The source version the table's newest commit recorded, if the fast path applies; else None."""
+def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str], newest: dict[str, Any]) -> int | None:
+    """The source version the table's ``newest`` commit recorded, if the fast path applies; else None."""
     wanted = source.get("cdf")
     if source.get("format") != "delta" or wanted is False or source.get("version") is None:
         return None
@@ -209,7 +222,7 @@ def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str]) -> int |
             raise ConfigError(f"Source {path!r} has no Change Data Feed (cdf: true); enable "
                               "delta.enableChangeDataFeed on it or drop 'cdf' to read full extracts")
         return None
-    last = history(spark, uri, 1)[0]["metadata"]
+    last = newest["metadata"]
     since = last.get("source_version")
     if (last.get("job") != "snapshot" or last.get("source") != describe(source)
             or list(last.get("primary_key") or []) != key or last.get("rows") is None
@@ -224,18 +237,17 @@ def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str]) -> int |
 
 
 def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str], name: str, since: int,
-                          metadata: dict[str, Any]) -> None:
-    """The fast path: MERGE the source's net changes over (since, version] as one commit."""
+                          previous_rows: int, metadata: dict[str, Any]) -> dict[str, Any]:
+    """The fast path: MERGE the source's net changes over (since, version] as one commit; returns its
+    history entry. ``previous_rows``: the row count the table's newest commit recorded."""
     from pyspark import StorageLevel
     from pyspark.errors import AnalysisException
 
     version = int(source["version"])
-    previous_rows = int(history(spark, uri, 1)[0]["metadata"]["rows"])
     if version == since:
         metadata["rows"] = previous_rows
         with commit_metadata(spark, metadata):
-            _record_if_unchanged(spark, uri, metadata)
-        return
+            return _record_if_unchanged(spark, uri, metadata)
     try:
         cdf = (spark.read.format("delta").option("readChangeFeed", "true")
                .option("startingVersion", since + 1).option("endingVersion", version).load(source["path"]))
@@ -257,10 +269,11 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
                        + insert_values({f"`{c}`": f"s.`{c}`" for c in key + values}))
         with commit_metadata(spark, metadata):
             merge_into(spark, uri, changes, on, *clauses)
-            _record_if_unchanged(spark, uri, metadata)
+            entry = _record_if_unchanged(spark, uri, metadata)
     finally:
         cdf.unpersist()
     log.info("Snapshot %s: applied the Change Data Feed of source versions %s..%s", name, since + 1, version)
+    return entry
 
 
 def _check_changed_keys(spark, uri: str, cdf, key: list[str], where: str) -> int:

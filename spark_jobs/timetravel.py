@@ -40,8 +40,13 @@ def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, date
 
 def recorded_versions(spark, uri: str) -> dict[str, dict[str, Any]]:
     """logical date -> the history entry of the newest commit that recorded it, restores honoured."""
+    return recorded_in(history(spark, uri))
+
+
+def recorded_in(entries: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """:func:`recorded_versions` of a history already read (newest first)."""
     recorded: dict[str, dict[str, Any]] = {}
-    for date, _, entry in walk_recorded(history(spark, uri)):
+    for date, _, entry in walk_recorded(entries):
         recorded.setdefault(date, entry)
     return recorded
 

@@ -48,7 +48,7 @@ from spark_jobs import consumers, errors, progress, rejects, runs
 from spark_jobs.columns import SYNC_COLUMNS, data_columns
 from spark_jobs.errors import ConfigError, DestinationError, JobError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
-from spark_jobs.lake import commit_metadata, is_delta_table, latest_version
+from spark_jobs.lake import commit_metadata, latest_version, table_history
 from spark_jobs.sinks import resolve_sink
 from spark_jobs.sinks.base import FrameSink, SinkConfig
 from spark_jobs.sinks.batch import with_json
@@ -216,7 +216,8 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
     wh = spec.lake
     mode = spec.mode
     changes_uri = wh.uri(spec.changes)
-    if not is_delta_table(spark, changes_uri):
+    changes_history = table_history(spark, changes_uri, 1)  # the one read of the change set's log
+    if changes_history is None:
         raise ConfigError(f"Change set {spec.changes} does not exist; run the diff first")
     fraction = spec.max_reject_fraction
     destination = spec.destination
@@ -229,7 +230,8 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
                            status=status, started_at=started_at, error=error, **progress_so_far)
 
     try:
-        result = _sync(spark, wh, spec, mode, destination, sink_cls, changes_uri, progress_so_far)
+        result = _sync(spark, wh, spec, mode, destination, sink_cls, changes_uri, changes_history[0]["version"],
+                       progress_so_far)
     except Exception as exc:
         record_run("failed", f"{type(exc).__name__}: {exc}"[:4000])
         raise
@@ -251,7 +253,7 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
 
 
 def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str, Any], sink_cls,
-          changes_uri: str, progress_so_far: dict[str, Any]) -> SinkResult:
+          changes_uri: str, changes_version: int, progress_so_far: dict[str, Any]) -> SinkResult:
     from pyspark.sql import functions as F
 
     key = spec.primary_key
@@ -272,7 +274,7 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
         destination={k: v for k, v in destination.items() if k != "secrets_env"},
         from_version=spec.from_version, to_version=spec.to_version,
         dry_run=dry_run, planned=planned, resent=resent,
-        inputs=[table_ref(wh, spec.changes, latest_version(spark, changes_uri)),
+        inputs=[table_ref(wh, spec.changes, changes_version),
                 table_ref(wh, spec.table, spec.to_version)],
     )
     if dry_run:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from spark_jobs.diff import as_inserts
 from spark_jobs.errors import ConfigError
-from spark_jobs.lake import commit_info, is_delta_table
+from spark_jobs.lake import commit_info, table_history
 
 ROW_TYPES = ("insert", "update_postimage", "delete")  # the preimage of an update is not a write
 
@@ -27,6 +27,9 @@ def read_changes(spark, uri: str, from_version: int | None, to_version: int):
     )
 
 
-def require_table(spark, uri: str, rel: str, what: str) -> None:
-    if not is_delta_table(spark, uri):
+def require_table(spark, uri: str, rel: str, what: str) -> int:
+    """The table's latest version (existence and version in one read of its log)."""
+    newest = table_history(spark, uri, 1)
+    if newest is None:
         raise ConfigError(f"{what}: table {rel} does not exist at {uri}; run its snapshot first")
+    return newest[0]["version"]

@@ -37,6 +37,7 @@ from spark_jobs.lake import (
     latest_version,
     merge_into,
     retry_on_conflict,
+    table_history,
 )
 from spark_jobs.widen import partial_update, reverse_index
 from spark_jobs.widen.changes import ROW_TYPES, read_changes, require_table
@@ -125,10 +126,9 @@ def _merged_versions(spark, wh: Warehouse, t: WideTable, uri: str, wanted) -> di
     longer in the Delta log, or that never changed a row.
     """
     merged: dict[tuple[str, str], int] = {}
-    if is_delta_table(spark, uri):
-        for entry in history(spark, uri):  # one row per version, never the data
-            for rel, consumer, version in entry["metadata"].get("merged") or []:
-                merged[(rel, consumer)] = max(int(version), merged.get((rel, consumer), -1))
+    for entry in table_history(spark, uri) or []:  # one row per version, never the data
+        for rel, consumer, version in entry["metadata"].get("merged") or []:
+            merged[(rel, consumer)] = max(int(version), merged.get((rel, consumer), -1))
     if any(pair not in merged for pair in wanted):
         for pair, version in consumers.committed_versions(spark, wh, t.consumer()).items():
             if pair in wanted:
@@ -138,8 +138,8 @@ def _merged_versions(spark, wh: Warehouse, t: WideTable, uri: str, wanted) -> di
 
 def _input(spark, wh: Warehouse, t: WideTable, s: Source, version, merged_versions) -> Input:
     uri = wh.uri(s.table)
-    require_table(spark, uri, s.table, f"Wide table {t.name}, source {s.name}")
-    to_version = latest_version(spark, uri) if version is None else int(version)
+    latest = require_table(spark, uri, s.table, f"Wide table {t.name}, source {s.name}")
+    to_version = latest if version is None else int(version)
     merged = merged_versions.get((s.table, t.consumer()))
     if merged is not None and merged > to_version:
         # A re-run of an older task finds its changes already merged: nothing to do, nothing moves back.
