@@ -53,7 +53,9 @@ class ReverseEtlJobOperator(BaseOperator):
 
     def __init__(self, *, spark_conn_id: str = "spark_default", warehouse: str | None = None,
                  spark_conf: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        super().__init__(**{**self.task_defaults, **kwargs})
+        # Airflow hands the DAG's default_args in kwargs["default_args"]: they win over task_defaults
+        overridden = {**(kwargs.get("default_args") or {}), **kwargs}
+        super().__init__(**{k: v for k, v in self.task_defaults.items() if k not in overridden}, **kwargs)
         self.spark_conn_id = spark_conn_id
         self.warehouse = warehouse
         self.spark_conf = spark_conf
