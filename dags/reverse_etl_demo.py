@@ -12,7 +12,8 @@ the CRM's field names. Paths follow ``ARETL_DEMO_DIR`` (default ``$AIRFLOW_HOME/
 Safe to backfill: each date's extract is its own file (``source/<ds>/customers.csv``), and the
 operators' defaults run the snapshot, diff and sync of one date after the other, oldest first::
 
-    airflow backfill create --dag-id reverse_etl_demo --from-date 2026-01-01 --to-date 2026-01-03
+    airflow backfill create --dag-id reverse_etl_demo --from-date 2026-01-01 --to-date 2026-01-03 \
+        --reprocess-behavior failed
 
 A date older than the newest recorded one is refused unless the run's conf says
 ``{"on_past_date": "rebuild"}`` (the history is then rebuilt forward from that date).
