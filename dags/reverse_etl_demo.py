@@ -8,6 +8,15 @@ moves one, adds one and deletes one; day 3 changes an email, adds one and delete
 
 The CRM is a SQLite database (the embedded default destination), with the lake's columns mapped to
 the CRM's field names. Paths follow ``ARETL_DEMO_DIR`` (default ``$AIRFLOW_HOME/demo``).
+
+Safe to backfill: each date's extract is its own file (``source/<ds>/customers.csv``), and the
+operators' defaults run the snapshot, diff and sync of one date after the other, oldest first::
+
+    airflow backfill create --dag-id reverse_etl_demo --from-date 2026-01-01 --to-date 2026-01-03 \
+        --reprocess-behavior failed
+
+A date older than the newest recorded one is refused unless the run's conf says
+``{"on_past_date": "rebuild"}`` (the history is then rebuilt forward from that date).
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import csv
 import os
 
 import pendulum
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Param, task
 
 from airflow_reverse_etl.operators.diff import DiffOperator
 from airflow_reverse_etl.operators.sink import SinkOperator
@@ -25,7 +34,6 @@ from airflow_reverse_etl.operators.snapshot import SnapshotOperator
 DEMO_DIR = os.environ.get("ARETL_DEMO_DIR") or os.path.join(
     os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "demo"
 )
-SOURCE_CSV = os.path.join(DEMO_DIR, "source", "customers.csv")
 CRM_DATABASE = os.path.join(DEMO_DIR, "crm.db")
 COLUMNS = ["customer_id", "name", "email", "city", "tier"]
 SCHEMA = "customer_id INT, name STRING, email STRING, city STRING, tier STRING"
@@ -46,12 +54,22 @@ DAY_3 = {**{k: v for k, v in DAY_2.items() if k != 3},
          7: ("Margaret Hamilton", "margaret@example.com", "Boston", "gold")}
 SOURCE_BY_DAY = {"2026-01-01": DAY_1, "2026-01-02": DAY_2, "2026-01-03": DAY_3}
 
+
+def source_csv(ds: str) -> str:
+    """The application's extract of one logical date: one file per date, so the runs of several dates
+    (a backfill) never read each other's extract."""
+    return os.path.join(DEMO_DIR, "source", ds, "customers.csv")
+
+
 with DAG(
     dag_id="reverse_etl_demo",
     schedule="@daily",
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     end_date=pendulum.datetime(2026, 1, 3, tz="UTC"),
     catchup=False,
+    params={"on_past_date": Param("refuse", enum=["refuse", "rebuild"],
+                                  description="A date older than the newest recorded one: refuse it, or "
+                                              "rebuild the history forward from it")},
     tags=["reverse-etl", "demo"],
     doc_md=__doc__,
 ) as dag:
@@ -60,18 +78,20 @@ with DAG(
     def extract_customers(ds: str | None = None) -> str:
         """Write the application's customers table as it looks on this logical date."""
         rows = SOURCE_BY_DAY.get(ds) or SOURCE_BY_DAY[max(d for d in SOURCE_BY_DAY if d <= ds)]
-        os.makedirs(os.path.dirname(SOURCE_CSV), exist_ok=True)
-        with open(SOURCE_CSV, "w", newline="") as handle:
+        path = source_csv(ds)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", newline="") as handle:
             writer = csv.writer(handle)
             writer.writerow(COLUMNS)
             writer.writerows((key, *values) for key, values in sorted(rows.items()))
-        return SOURCE_CSV
+        return path
 
     snapshot = SnapshotOperator(
         task_id="snapshot_customers",
         name="customers",
-        source={"format": "csv", "path": SOURCE_CSV, "schema": SCHEMA},
+        source={"format": "csv", "path": source_csv("{{ ds }}"), "schema": SCHEMA},
         primary_key="customer_id",
+        on_past_date="{{ params.on_past_date }}",
     )
     diff = DiffOperator(task_id="diff_customers", snapshot=snapshot.output, consumer="crm")
     sync = SinkOperator(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from spark_jobs import consumers
 from spark_jobs.contract import DiffResult, DiffSpec, table_ref
-from spark_jobs.errors import ConfigError
+from spark_jobs.errors import AlreadyDeliveredError, ConfigError
 from spark_jobs.keys import require_columns
 from spark_jobs.lake import commit_info, latest_version, table_history
 
@@ -115,9 +115,10 @@ def run_diff(spark, spec: DiffSpec) -> DiffResult:
     full_resync = spec.full_resync
     committed = consumers.committed_version(spark, wh, table_rel, consumer)
     if committed is not None and committed > to_version:
-        raise ConfigError(
+        raise AlreadyDeliveredError(
             f"Consumer {consumer} already committed version {committed} of {table_rel}, newer than the "
-            f"requested version {to_version} (was the table restored?). Use full_resync=True to resend it."
+            f"requested version {to_version}: later runs delivered its changes, so there is nothing to send "
+            "(a re-run of an older logical date). Use full_resync=True to resend the whole version."
         )
     from_version = None if full_resync else committed
     if from_version is None:

@@ -42,6 +42,12 @@ class ConfigError(JobError):
     """The job spec asks for something impossible (unknown column, bad option, missing table)."""
 
 
+class AlreadyDeliveredError(ConfigError):
+    """A diff asked for a version older than the one its consumer already committed: later runs
+    delivered those changes (a re-run of an older logical date). Nothing is sent; the Airflow
+    DiffOperator skips its sync on it rather than failing the run."""
+
+
 class DataQualityError(JobError):
     """The source data breaks a rule the job relies on (null or duplicate primary keys)."""
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from spark_jobs import rebuild
 from spark_jobs.columns import CDF_COLUMNS, check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
 from spark_jobs.diff import AFTER_TYPES, net_changes
@@ -58,6 +59,7 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     source = spec.source
     entries = table_history(spark, uri)  # the one read of the table's log before writing (None: no table)
     exists = entries is not None
+    rebuilding: dict[str, Any] | None = None  # the replay plan when this run inserts a past date
     # Recorded dates first: a re-run reads nothing, and a past date is refused before the source
     # is even looked at (its own history may not reach back that far). Dates are compared as
     # instants: the same instant spelt another way is a re-run, not a new date.
@@ -67,15 +69,19 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
         if entry is not None:
             if entry["metadata"].get("source_version") is not None:
                 source = {**source, "version": entry["metadata"]["source_version"]}
-            return _result(wh, rel, entry, source, reused=True, read=None)
+            replayed = rebuild.finish(spark, spec, uri, entry, _merge) if "rebuild" in entry["metadata"] else None
+            return _result(wh, rel, entry, source, reused=True, read=None, replayed=replayed)
         newest = max(recorded, key=parse_logical_date, default=None)
         if newest and parse_logical_date(logical_date) < parse_logical_date(newest):
-            raise ConfigError(
-                f"Snapshot {name}: logical date {logical_date} is older than the newest recorded one "
-                f"({newest}, version {recorded[newest]['version']}). Versions follow logical dates, so a past "
-                f"date cannot be inserted. To rebuild history: restore the table to the version of the "
-                f"date before {logical_date}, then replay the dates from {logical_date} on in order."
-            )
+            if spec.on_past_date != "rebuild":
+                raise ConfigError(
+                    f"Snapshot {name}: logical date {logical_date} is older than the newest recorded one "
+                    f"({newest}, version {recorded[newest]['version']}). Versions follow logical dates, so a "
+                    f"past date is not inserted by default. Run it with on_past_date=\"rebuild\" to rebuild "
+                    f"the history forward: restore the table to the date before {logical_date}, record it, "
+                    "and replay the later dates from their recorded versions."
+                )
+            rebuilding = rebuild.start(spark, uri, recorded, spec)
 
     # a Delta source is pinned to the exact version read: the result names it, the commit records it
     source = pin_delta_source(spark, source, logical_date)
@@ -88,8 +94,12 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     }
     if source.get("format") == "delta" and source.get("version") is not None:
         metadata["source_version"] = int(source["version"])
+    if rebuilding is not None:
+        metadata["rebuild"] = rebuilding
 
-    since = _cdf_since(spark, uri, source, key, entries[0]) if entries is not None else None
+    # the fast path applies the source's changes since the head's source version: never on a rebuild,
+    # whose restore just moved the head away from the entries read above
+    since = _cdf_since(spark, uri, source, key, entries[0]) if entries is not None and rebuilding is None else None
     if entries is not None and since is not None:
         entry = _apply_source_changes(spark, uri, source, key, name, since, int(entries[0]["metadata"]["rows"]),
                                       metadata)
@@ -114,7 +124,9 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     finally:
         df.unpersist()
 
-    return _result(wh, rel, entry or _own_commit(spark, uri, metadata), source, reused=False)
+    entry = entry or _own_commit(spark, uri, metadata)
+    replayed = rebuild.finish(spark, spec, uri, entry, _merge) if rebuilding is not None else None
+    return _result(wh, rel, entry, source, reused=False, replayed=replayed)
 
 
 def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict[str, Any]) -> dict[str, Any]:
@@ -332,10 +344,10 @@ def _own_commit(spark, uri: str, metadata: dict[str, Any]) -> dict[str, Any]:
 
 
 def _result(wh: Warehouse, rel: str, entry: dict[str, Any], source: dict[str, Any], reused: bool,
-            read: str | None = "full_extract") -> SnapshotResult:
+            read: str | None = "full_extract", replayed: dict[str, int] | None = None) -> SnapshotResult:
     """The job result for the snapshot commit ``entry``; a first write's metrics only know output rows.
     ``read`` says how the source was read: ``full_extract``, ``change_data_feed`` (the fast path) or
-    None (a re-run that read nothing)."""
+    None (a re-run that read nothing); ``replayed`` the later dates a rebuild recorded again."""
     metadata, metrics, version = entry["metadata"], entry["operationMetrics"], entry["version"]
     inserted = int(metrics.get("numTargetRowsInserted", metrics.get("numOutputRows", 0)))
     updated = int(metrics.get("numTargetRowsUpdated", 0))
@@ -356,6 +368,7 @@ def _result(wh: Warehouse, rel: str, entry: dict[str, Any], source: dict[str, An
         deleted=deleted,
         reused=reused,
         read=read,
+        replayed=replayed,
         inputs=[source_ref],
-        outputs=[out],
+        outputs=[out, *(table_ref(wh, rel, v) for v in (replayed or {}).values())],
     )

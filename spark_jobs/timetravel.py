@@ -4,7 +4,8 @@ Every commit the jobs make carries the Airflow logical date in its ``userMetadat
 :func:`spark_jobs.lake.commit_metadata`), so the version of a date is read from the commit history,
 never from a side table. A restore to date D is itself a commit tagged D: from then on the versions
 recorded for dates after D (before the restore) no longer describe the table's line of history, and
-are forgotten, so those dates can be replayed in order.
+are forgotten, so those dates can be replayed in order. A snapshot that rebuilds the history forward
+from a past date D (``rebuild`` in its metadata, :mod:`spark_jobs.rebuild`) starts a new line the same way.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, date
     """(logical date, parsed, entry) of the commits on the table's line of history, newest first.
 
     ``entries`` are commits newest first, each with ``version`` and parsed ``metadata``; a restore to
-    D hides the older commits tagged with dates after D. Lazy, so a caller looking for one date stops
-    reading the log as soon as it passes it. Pure Python: the Airflow trigger reads the Delta log
-    with it too, without Spark.
+    D, or a rebuild from D, hides the older commits tagged with dates after D. Lazy, so a caller
+    looking for one date stops reading the log as soon as it passes it. Pure Python: the Airflow
+    trigger reads the Delta log with it too, without Spark.
     """
     cutoff: datetime | None = None
     for entry in entries:
@@ -34,7 +35,7 @@ def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, date
         if cutoff is not None and when > cutoff:
             continue
         yield date, when, entry
-        if entry["metadata"].get("job") == "restore":
+        if entry["metadata"].get("job") == "restore" or "rebuild" in entry["metadata"]:
             cutoff = when if cutoff is None else min(cutoff, when)
 
 

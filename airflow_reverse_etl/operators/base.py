@@ -18,6 +18,19 @@ from airflow_reverse_etl.hooks.spark_job import SparkJobHook
 from spark_jobs.contract import JobSpec
 
 
+#: Task defaults of the operators whose runs must follow logical dates: a snapshot or wide table's
+#: versions follow its logical dates, and a consumer's diffs and syncs move its position forward one
+#: date at a time. ``depends_on_past`` makes the task of date D wait until the task of the DAG's
+#: previous run succeeded (or was skipped), so under catchup and ``airflow backfill create`` (which
+#: create many runs at once) they run one at a time, oldest date first; ``max_active_tis_per_dag=1``
+#: keeps two runs of the task apart even when a user clears several dates at once. Chosen over a
+#: per-table pool: it needs no set-up in the Airflow instance and it orders, where a pool of one slot
+#: only serialises (in any order). A DAG's ``default_args`` or the operator's own arguments override
+#: them; two DAGs writing one table are not ordered by Airflow, and the loser of such a race fails
+#: with the retryable ``ReverseEtlConcurrentWriteError``.
+DATE_ORDERED = {"depends_on_past": True, "max_active_tis_per_dag": 1}
+
+
 def logical_date_of(context) -> str:
     """The run's logical date as ISO text; runs without one (manual, asset-triggered) use run_after."""
     logical_date = context.get("logical_date") or context["dag_run"].run_after
@@ -33,12 +46,16 @@ class ReverseEtlJobOperator(BaseOperator):
     """
 
     job: ClassVar[str]
+    #: task defaults of this operator (e.g. :data:`DATE_ORDERED`); arguments override them
+    task_defaults: ClassVar[dict[str, Any]] = {}
     template_fields: Sequence[str] = ("warehouse", "spark_conf")
     ui_color = "#e8f4fd"
 
     def __init__(self, *, spark_conn_id: str = "spark_default", warehouse: str | None = None,
                  spark_conf: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        # Airflow hands the DAG's default_args in kwargs["default_args"]: they win over task_defaults
+        overridden = {**(kwargs.get("default_args") or {}), **kwargs}
+        super().__init__(**{k: v for k, v in self.task_defaults.items() if k not in overridden}, **kwargs)
         self.spark_conn_id = spark_conn_id
         self.warehouse = warehouse
         self.spark_conf = spark_conf

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
-from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
+from airflow.sdk.exceptions import AirflowSkipException
+
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError
+from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
 from spark_jobs.contract import DiffSpec, table_rel
 
 
@@ -29,9 +32,19 @@ class DiffOperator(ReverseEtlJobOperator):
 
     Returns (XCom) ``{table, consumer, from_version, to_version, changes, counts, primary_key, ...}``
     where ``changes`` is the change set's location in the warehouse (never the data itself).
+
+    A consumer that already committed a newer version than the snapshot's (a re-run of an older
+    logical date after later runs delivered, e.g. a cleared middle date of a backfill) has nothing to
+    receive: the task is skipped, and with it the sync, and the run succeeds with nothing sent.
+
+    Backfill order: by default the task ``depends_on_past`` with ``wait_for_downstream`` and
+    ``max_active_tis_per_dag=1`` (:data:`~airflow_reverse_etl.operators.base.DATE_ORDERED`), so the
+    diff of date D starts only after the diff *and the sync* of the previous date succeeded: it reads
+    the consumer's position that sync committed.
     """
 
     job = DiffSpec.job
+    task_defaults: ClassVar[dict[str, Any]] = {**DATE_ORDERED, "wait_for_downstream": True}
     template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "snapshot", "consumer", "columns")
 
     def __init__(self, *, snapshot: str | dict[str, Any], consumer: str, columns: list[str] | None = None,
@@ -50,6 +63,14 @@ class DiffOperator(ReverseEtlJobOperator):
         table, version = table_and_version(self.snapshot)
         return DiffSpec.of(table=table, to_version=version, consumer=self.consumer, columns=self.columns,
                            full_resync=self.full_resync, primary_key=self.primary_key), {}
+
+    def execute(self, context) -> dict[str, Any]:
+        try:
+            return super().execute(context)
+        except ReverseEtlConfigError as exc:
+            if exc.error.get("type") == "AlreadyDeliveredError":
+                raise AirflowSkipException(exc.error["message"]) from None
+            raise
 
     def summarize(self, result):
         c = result["counts"]

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from airflow_reverse_etl.connections import destination_settings
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
-from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
+from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
 from spark_jobs.contract import SinkSpec
 
 if TYPE_CHECKING:
@@ -41,9 +41,14 @@ class SinkOperator(ReverseEtlJobOperator):
         nothing (the consumer's committed version does not move).
     :param delivery: retry settings (``max_attempts``, ``backoff_initial``, ``backoff_max``,
         ``progress_every``).
+
+    Backfill order: by default the task ``depends_on_past`` with ``max_active_tis_per_dag=1``
+    (:data:`~airflow_reverse_etl.operators.base.DATE_ORDERED`): a consumer's syncs commit one date
+    after the other, oldest first.
     """
 
     job = SinkSpec.job
+    task_defaults = DATE_ORDERED
     template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "changes", "destination",
                                       "field_mapping", "constants", "plan_only")
     template_fields_renderers: ClassVar[dict[str, str]] = {"destination": "json", "field_mapping": "json"}

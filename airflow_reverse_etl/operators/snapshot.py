@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Sequence
 
 from airflow_reverse_etl.connections import jdbc_source
-from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
+from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
 from spark_jobs.contract import SnapshotSpec
 
 
@@ -13,8 +13,15 @@ class SnapshotOperator(ReverseEtlJobOperator):
     """Read a source with Spark and record it as exactly one Delta version of a snapshot table.
 
     The commit carries the run's logical date and run id. Re-running a logical date that is already
-    recorded returns that version without a second one; a date older than the newest recorded one is
-    refused. A null or duplicate primary key fails the task, naming example keys, and writes nothing.
+    recorded returns that version without a second one. A date older than the newest recorded one is
+    refused, unless ``on_past_date="rebuild"``. A null or duplicate primary key fails the task, naming
+    example keys, and writes nothing.
+
+    Backfill order: by default (:data:`~airflow_reverse_etl.operators.base.DATE_ORDERED`) the task
+    ``depends_on_past`` with ``max_active_tis_per_dag=1``, so the runs that catchup or ``airflow
+    backfill create`` start together record their dates one at a time, oldest first. A writer of the
+    same table from elsewhere (another DAG) that commits meanwhile makes this run fail with the
+    retryable ``ReverseEtlConcurrentWriteError``.
 
     :param name: snapshot name; the table is ``<warehouse>/snapshots/<name>``.
     :param source: ``{"format": "jdbc"|"delta"|"parquet"|"csv", ...}`` (see ``spark_jobs.sources``);
@@ -22,26 +29,34 @@ class SnapshotOperator(ReverseEtlJobOperator):
     :param primary_key: key column(s).
     :param source_conn_id: Airflow connection of a JDBC source (postgres, mysql or jdbc).
     :param allow_schema_evolution: add new source columns / null out dropped ones instead of failing.
+    :param on_past_date: ``"refuse"`` (default) or ``"rebuild"`` (templated, e.g. from the run's conf):
+        record a date older than the newest recorded one by rebuilding forward — restore the table to
+        the date before, record this date, replay the later dates from their own recorded versions,
+        and move the consumers committed at a replayed date to its new version
+        (:mod:`spark_jobs.rebuild`). The result's ``replayed`` maps those dates to their new versions.
 
     Returns (XCom) ``{table, uri, version, logical_date, run_id, rows, inserted, updated, deleted,
-    primary_key, reused, inputs, outputs}``.
+    primary_key, reused, replayed, inputs, outputs}``.
     """
 
     job = SnapshotSpec.job
-    template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "name", "source", "primary_key")
+    task_defaults = DATE_ORDERED
+    template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "name", "source", "primary_key",
+                                      "on_past_date")
     template_fields_renderers: ClassVar[dict[str, str]] = {"source": "json"}
 
     def __init__(self, *, name: str, source: dict[str, Any], primary_key: str | list[str],
                  source_conn_id: str | None = None, allow_schema_evolution: bool = SnapshotSpec.allow_schema_evolution,
-                 **kwargs: Any) -> None:
+                 on_past_date: str = SnapshotSpec.on_past_date, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check_static(SnapshotSpec, name=name, source=source, primary_key=primary_key,
-                                  allow_schema_evolution=allow_schema_evolution)
+                                  allow_schema_evolution=allow_schema_evolution, on_past_date=on_past_date)
         self.name = name
         self.source = source
         self.primary_key = primary_key
         self.source_conn_id = source_conn_id
         self.allow_schema_evolution = allow_schema_evolution
+        self.on_past_date = on_past_date
         self.declare_outlets(f"snapshots/{name}")
 
     def snapshot_values(self) -> tuple[dict[str, Any], dict[str, str]]:
@@ -52,7 +67,7 @@ class SnapshotOperator(ReverseEtlJobOperator):
             settings, secrets = jdbc_source(self.source_conn_id)
             source = {"format": "jdbc", **settings, **source}
         return {"name": self.name, "source": source, "primary_key": self.primary_key,
-                "allow_schema_evolution": self.allow_schema_evolution}, secrets
+                "allow_schema_evolution": self.allow_schema_evolution, "on_past_date": self.on_past_date}, secrets
 
     def build_spec(self, context):
         values, secrets = self.snapshot_values()
@@ -60,5 +75,6 @@ class SnapshotOperator(ReverseEtlJobOperator):
 
     def summarize(self, result):
         verb = "reused" if result.get("reused") else "wrote"
+        replayed = "".join(f", replayed {d} as v{v}" for d, v in (result.get("replayed") or {}).items())
         return (f"snapshot {result['table']} {verb} version {result['version']} for {result['logical_date']}: "
-                f"{result.get('rows')} rows, +{result['inserted']} ~{result['updated']} -{result['deleted']}")
+                f"{result.get('rows')} rows, +{result['inserted']} ~{result['updated']} -{result['deleted']}{replayed}")

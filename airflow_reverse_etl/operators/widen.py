@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError, spec_validation
-from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
+from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
 from spark_jobs.contract import WidenSpec
 from spark_jobs.widen.config import parse  # plain Python: no pyspark import
 
@@ -44,6 +44,7 @@ class WidenTableOperator(ReverseEtlJobOperator):
     """
 
     job = WidenSpec.job
+    task_defaults = DATE_ORDERED  # a wide table's versions follow logical dates, like a snapshot's
     template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "inputs")
     ui_color = "#fdf2e8"
 

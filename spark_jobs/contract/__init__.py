@@ -37,6 +37,7 @@ from spark_jobs.contract.results import (
     WidenResult,
 )
 from spark_jobs.contract.specs import (
+    PAST_DATE_POLICIES,
     SINK_MODES,
     SPECS,
     BackfillSpec,
@@ -53,7 +54,7 @@ from spark_jobs.contract.specs import (
 )
 
 __all__ = [
-    "DELTA_CONF", "DELTA_PACKAGE", "SINK_MODES", "SPECS",
+    "DELTA_CONF", "DELTA_PACKAGE", "PAST_DATE_POLICIES", "SINK_MODES", "SPECS",
     "BackfillResult", "BackfillSpec", "DiffResult", "DiffSpec", "HistoryResult", "HistorySpec", "JobResult",
     "JobSpec", "MaintenanceResult", "MaintenanceSpec", "RestoreResult", "RestoreSpec", "SavepointResult",
     "SavepointSpec", "SinkResult", "SinkSpec", "SnapshotResult", "SnapshotSpec", "Warehouse", "WidenResult",

@@ -31,6 +31,7 @@ class SnapshotResult(JobResult):
     read: str | None  # full_extract, change_data_feed, or None for a re-run that read nothing
     inputs: list[Ref]
     outputs: list[Ref]
+    replayed: dict[str, int] | None = None  # on_past_date="rebuild": later date -> its new version
 
 
 @dataclass(frozen=True, kw_only=True)

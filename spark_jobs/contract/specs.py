@@ -28,6 +28,9 @@ from spark_jobs.widen.config import WideTable, parse as parse_wide_table
 
 #: How a sink turns a change set into destination operations (see :mod:`spark_jobs.sinks.job`).
 SINK_MODES = ("upsert", "insert", "update", "mirror")
+#: what a snapshot does with a logical date older than the newest recorded one: refuse it, or
+#: rebuild the history forward from it (spark_jobs.rebuild)
+PAST_DATE_POLICIES = ("refuse", "rebuild")
 DEFAULT_RETAIN_HOURS = 168.0  # Delta's own default (delta.deletedFileRetentionDuration = 7 days)
 DEFAULT_MARGIN_S = 300.0
 
@@ -54,6 +57,7 @@ class SnapshotSpec(JobSpec):
     source: dict[str, Any] = option(check=mapping, factory=dict)
     primary_key: list[str] = option(check=required_names, factory=list)
     allow_schema_evolution: bool = option(False, flag)
+    on_past_date: str = option("refuse", one_of(*PAST_DATE_POLICIES))  # spark_jobs.rebuild
 
     @property
     def rel(self) -> str:

@@ -85,9 +85,19 @@ class AirflowStandalone:
         return proc.stdout
 
     def backfill(self, dag_id: str, from_date: str, to_date: str, *options: str) -> str:
-        """``airflow backfill create`` with the DAG's default settings plus ``options``."""
+        """``airflow backfill create`` with the DAG's default settings plus ``options``, once the
+        DAG's previous backfill is complete (Airflow refuses a second one while one runs)."""
+        self.wait_for_backfills(dag_id)
         return self.cli("backfill", "create", "--dag-id", dag_id, "--from-date", from_date, "--to-date", to_date,
                         *options)
+
+    def wait_for_backfills(self, dag_id: str, timeout: float = 120) -> None:
+        """Until every backfill of the DAG is complete (the scheduler marks it after its runs end)."""
+        deadline = time.monotonic() + timeout
+        while any(b.get("completed_at") is None for b in self.api("GET", f"/backfills?dag_id={dag_id}")["backfills"]):
+            if time.monotonic() > deadline:
+                raise StandaloneError(f"A backfill of {dag_id} still runs after {timeout:.0f}s:\n{self.log_tail()}")
+            time.sleep(2)
 
     def clear(self, dag_id: str, start_date: str, end_date: str, *options: str) -> str:
         """``airflow tasks clear`` of the runs between the dates (all tasks unless ``-t regex``)."""

@@ -1,0 +1,141 @@
+"""Backfill of the demo DAG through Airflow's own scheduler: a real ``airflow standalone`` (LocalExecutor),
+``airflow backfill create`` and ``airflow tasks clear`` as a user runs them, every job on the Spark
+Connect server. With the operators' default settings the runs that a backfill starts together record
+their dates one at a time, oldest first; a cleared, already delivered date sends nothing; a date
+before the first recorded one goes in with the rebuild option, and the history stays in date order."""
+
+import importlib.util
+import json
+import sqlite3
+from datetime import datetime, timezone
+
+import pytest
+
+from airflow_reverse_etl.delta_log import log_entries
+from spark_jobs.timetravel import walk_recorded
+from tests.support.jobs import job
+from tests.support.paths import REPO
+
+DAG_ID = "reverse_etl_demo"
+DAY_1, DAY_2, DAY_3 = "2026-01-01", "2026-01-02", "2026-01-03"
+ALL_DONE = {"extract_customers": "success", "snapshot_customers": "success", "diff_customers": "success",
+            "sync_crm": "success"}
+NOTHING_TO_SEND = {**ALL_DONE, "diff_customers": "skipped", "sync_crm": "skipped"}
+
+
+def source_by_day() -> dict[str, dict]:
+    spec = importlib.util.spec_from_file_location("reverse_etl_demo_data", REPO / "dags" / "reverse_etl_demo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SOURCE_BY_DAY
+
+
+SOURCE_BY_DAY = source_by_day()
+
+
+@pytest.fixture
+def airflow(airflow_standalone):
+    """The instance with no demo history: no runs of the demo DAG, an empty warehouse and demo folder."""
+    import shutil
+
+    if airflow_standalone.wait_for_dag(DAG_ID)["is_paused"]:
+        airflow_standalone.unpause(DAG_ID)  # a paused DAG's runs, backfills included, do not start
+    airflow_standalone.wait_for_backfills(DAG_ID)
+    airflow_standalone.delete_runs(DAG_ID)
+    for folder in (airflow_standalone.warehouse, airflow_standalone.demo_dir):
+        shutil.rmtree(folder, ignore_errors=True)
+    return airflow_standalone
+
+
+def line_of_history(airflow) -> list[tuple[str, int]]:
+    """(logical date, version) of the snapshot table's line of history, oldest first (read from the
+    Delta log, as the sensor does)."""
+    dates = [(date[:10], entry["version"])
+             for date, _, entry in walk_recorded(log_entries(str(airflow.warehouse / "snapshots" / "customers")))]
+    return dates[::-1]
+
+
+def crm(airflow) -> list[tuple]:
+    with sqlite3.connect(airflow.demo_dir / "crm.db") as conn:
+        return conn.execute("SELECT contact_id, full_name, email, city, segment FROM crm_contacts "
+                            "ORDER BY contact_id").fetchall()
+
+
+def rows(day: str) -> list[tuple]:
+    return [(key, *values) for key, values in sorted(SOURCE_BY_DAY[day].items())]
+
+
+def run_states(airflow, day: str) -> dict[str, str | None]:
+    run = next(r for r in airflow.dag_runs(DAG_ID) if r["logical_date"].startswith(day))
+    return airflow.task_states(DAG_ID, run["dag_run_id"])
+
+
+def synced_versions(airflow) -> list[tuple[int, bool]]:
+    """(to_version, committed) of every sync job, in the order they ran."""
+    results = sorted((airflow.warehouse / "_system" / "jobs").glob("*-sink-*/result.json"))
+    return [(r["to_version"], r["committed"]) for r in map(json.loads, (p.read_text() for p in results))]
+
+
+# Airflow requires a reprocess behaviour for DAGs with depends_on_past tasks: "failed" re-runs
+# the dates whose runs failed and leaves the successful ones.
+REPROCESS = ("--reprocess-behavior", "failed")
+
+
+def test_backfill_records_the_dates_in_order_and_a_cleared_date_sends_nothing(airflow):
+    airflow.backfill(DAG_ID, DAY_1, DAY_3, *REPROCESS)  # three runs at once, the DAG's default settings
+    assert airflow.wait_for_runs(DAG_ID, [DAY_1, DAY_2, DAY_3]) == {DAY_1: "success", DAY_2: "success",
+                                                                  DAY_3: "success"}
+    assert line_of_history(airflow) == [(DAY_1, 0), (DAY_2, 1), (DAY_3, 2)]
+    assert synced_versions(airflow) == [(0, True), (1, True), (2, True)]
+    assert crm(airflow) == rows(DAY_3)
+
+    # The middle date again: its snapshot is reused, and the consumer already has a newer version.
+    cleared_at = datetime.now(timezone.utc).isoformat()
+    airflow.clear(DAG_ID, DAY_2, DAY_2)
+    assert airflow.wait_for_runs(DAG_ID, [DAY_2], since=cleared_at) == {DAY_2: "success"}
+    assert run_states(airflow, DAY_2) == NOTHING_TO_SEND
+    assert line_of_history(airflow) == [(DAY_1, 0), (DAY_2, 1), (DAY_3, 2)]
+    assert crm(airflow) == rows(DAY_3)
+
+
+def scd2(days: list[str]) -> list[tuple]:
+    """The SCD2 rows the history must hold: per key, one row per run of days with the same values."""
+    out = []
+    for key in sorted({k for day in days for k in SOURCE_BY_DAY[day]}):
+        start, image = None, None
+        for day in days:
+            value = SOURCE_BY_DAY[day].get(key)
+            if value != image:
+                if image is not None:
+                    out.append((key, *image, start, day))
+                start, image = day, value
+        if image is not None:
+            out.append((key, *image, start, None))
+    return sorted(out, key=lambda r: (r[0], r[-2]))
+
+
+def test_a_date_before_the_first_recorded_one_is_inserted_by_rebuilding_forward(airflow, connect_session):
+    from pyspark.sql import functions as F
+
+    from spark_jobs.consumers import committed_version
+    from spark_jobs.contract import Warehouse
+
+    airflow.backfill(DAG_ID, DAY_2, DAY_3, *REPROCESS)
+    assert airflow.wait_for_runs(DAG_ID, [DAY_2, DAY_3]) == {DAY_2: "success", DAY_3: "success"}
+
+    airflow.backfill(DAG_ID, DAY_1, DAY_1, *REPROCESS, "--dag-run-conf", json.dumps({"on_past_date": "rebuild"}))
+    assert airflow.wait_for_runs(DAG_ID, [DAY_1]) == {DAY_1: "success"}
+    # v2 restores the table to before 2026-01-01 (empty), v3 records it, v4 and v5 replay the later dates
+    assert line_of_history(airflow) == [(DAY_1, 3), (DAY_2, 4), (DAY_3, 5)]
+    assert run_states(airflow, DAY_1) == NOTHING_TO_SEND  # the CRM already has the newest date
+    assert crm(airflow) == rows(DAY_3)
+    warehouse = str(airflow.warehouse)
+    # the consumer's position kept its meaning: 2026-01-03, now version 5
+    assert committed_version(connect_session, Warehouse(warehouse), "snapshots/customers", "crm") == 5
+
+    job(connect_session, "history", warehouse, table="customers")
+    history = connect_session.read.format("delta").load(f"{warehouse}/history/customers")
+    got = [(r[0], r[1], r[2], r[3], r[4], r[5], r[6]) for r in history.select(
+        "customer_id", "name", "email", "city", "tier", F.date_format("valid_from", "yyyy-MM-dd"),
+        F.date_format("valid_to", "yyyy-MM-dd")).collect()]
+    assert sorted(got, key=lambda r: (r[0], r[-2])) == scd2([DAY_1, DAY_2, DAY_3])
