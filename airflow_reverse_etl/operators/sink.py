@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
-from airflow_reverse_etl.connections import destination_settings
+from airflow.sdk import Asset, AssetAlias
+
+from airflow_reverse_etl.connections import connection_address, destination_settings
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
+from airflow_reverse_etl.lineage import destination_asset_uri, destination_dataset
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
-from spark_jobs.contract import SinkSpec
+from spark_jobs.contract import SinkSpec, resolved_at_run_time
 
 if TYPE_CHECKING:
     from airflow.sdk import XComArg
@@ -41,6 +44,11 @@ class SinkOperator(ReverseEtlJobOperator):
         nothing (the consumer's committed version does not move).
     :param delivery: retry settings (``max_attempts``, ``backoff_initial``, ``backoff_max``,
         ``progress_every``).
+
+    Outlet: an Asset alias (:func:`destination_alias`), because the destination's Asset —
+    ``postgres://host:port/db/schema/table``, ``kafka://broker/topic``, the HTTP endpoint — is only
+    known once the connection is read at run time. Each sync that sends attaches it with the version
+    delivered and the counts; a dry run sends nothing and records no event.
     """
 
     job = SinkSpec.job
@@ -76,6 +84,7 @@ class SinkOperator(ReverseEtlJobOperator):
         # not self.dry_run: that name is BaseOperator.dry_run(), the method that renders templates
         self.plan_only = dry_run
         self.delivery = delivery
+        self.outlets = [*self.outlets, destination_alias(destination, destination_conn_id, self.task_id)]
 
     def build_spec(self, context):
         destination = dict(self.destination)
@@ -97,6 +106,28 @@ class SinkOperator(ReverseEtlJobOperator):
                       "rate_limit": self.rate_limit, **(self.delivery or {})},
         ), secrets
 
+    def destination_address(self) -> tuple[str, str] | None:
+        """The destination's OpenLineage (namespace, name), from its options and its connection."""
+        address = connection_address(self.destination_conn_id) if self.destination_conn_id else None
+        return destination_dataset(self.destination, address)
+
+    def lineage_destinations(self):
+        address = self.destination_address()
+        return [address] if address else []
+
+    def planned_lineage(self):
+        changes = self.changes if isinstance(self.changes, dict) else {}
+        return {"inputs": [{"uri": changes["changes_uri"]}] if changes.get("changes_uri") else []}
+
+    def written_assets(self, result):
+        address = self.destination_address()
+        if result.get("dry_run") or address is None:
+            return []
+        stats = result["stats"]
+        metadata = {"version": result["to_version"], "from_version": result["from_version"],
+                    **{k: stats[k] for k in ("sent", "inserted", "updated", "deleted", "rejected")}}
+        return [(Asset(uri=destination_asset_uri(*address)), metadata)]
+
     def summarize(self, result):
         if result.get("dry_run"):
             return (f"dry run of sync {result['table']} -> {result['destination'].get('type')} ({result['mode']}) "
@@ -106,3 +137,14 @@ class SinkOperator(ReverseEtlJobOperator):
                 f"v{result['to_version']}: sent {s['sent']} (+{s['inserted']} ~{s['updated']} -{s['deleted']}), "
                 f"rejected {s['rejected']}, retried {s['retried']}, resent from ledger {result.get('resent', 0)}, "
                 f"committed={result['committed']}")
+
+
+def destination_alias(destination: dict[str, Any], conn_id: str | None, task_id: str) -> AssetAlias:
+    """The Asset alias a sync's destination Asset is attached to: named after the destination
+    (sink type, target, connection) so downstream DAGs can be scheduled on it; after the task when
+    the destination is templated."""
+    if resolved_at_run_time(destination):
+        return AssetAlias(name=f"reverse_etl:sink:{task_id}")
+    target = next((destination[k] for k in ("table", "topic", "path", "endpoint", "url") if destination.get(k)), "")
+    via = f"@{conn_id}" if conn_id else ""
+    return AssetAlias(name=f"reverse_etl:sink:{destination.get('type')}:{target}{via}")
