@@ -78,6 +78,7 @@ def get_provider_info():
                     "airflow_reverse_etl.operators.restore",
                     "airflow_reverse_etl.operators.savepoint",
                     "airflow_reverse_etl.operators.maintenance",
+                    "airflow_reverse_etl.operators.retention",
                     "airflow_reverse_etl.operators.widen",
                 ],
             }

@@ -45,7 +45,8 @@ def table_asset(location: str):
     return Asset(uri=asset_uri(location))
 
 
-def destination_dataset(destination: dict[str, Any], connection: dict[str, Any] | None = None) -> tuple[str, str] | None:
+def destination_dataset(destination: dict[str, Any],
+                        connection: dict[str, Any] | None = None) -> tuple[str, str] | None:
     """(namespace, name) of a sink's destination, from its options and the public fields of its
     connection (host, port, schema, extra); None for a sink this module does not know (plugins).
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperatorLink
 
 if TYPE_CHECKING:
-    from airflow.models.taskinstancekey import TaskInstanceKey
     from airflow.sdk import BaseOperator
+    from airflow.sdk.types import TaskInstanceKey
 
 
 def job_result(ti_key: TaskInstanceKey) -> dict[str, Any]:

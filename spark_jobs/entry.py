@@ -24,6 +24,7 @@ JOBS = {
     "savepoint": "spark_jobs.savepoints:run_savepoint",
     "history": "spark_jobs.history:run_history",
     "maintenance": "spark_jobs.maintenance:run_maintenance",
+    "retention": "spark_jobs.retention:run_retention",
     "backfill": "spark_jobs.backfill:run_backfill",
     "widen": "spark_jobs.widen.job:run_widen",
 }

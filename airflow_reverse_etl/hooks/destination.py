@@ -26,6 +26,7 @@ class DestinationHook(BaseHook):
     public settings for the spec and the secrets for the Spark process environment."""
 
     conn_name_attr = "destination_conn_id"
+    default_conn_name: str
 
     def __init__(self, destination_conn_id: str | None = None) -> None:
         super().__init__()

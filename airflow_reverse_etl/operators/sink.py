@@ -44,6 +44,8 @@ class SinkOperator(ReverseEtlJobOperator):
         nothing (the consumer's committed version does not move).
     :param delivery: retry settings (``max_attempts``, ``backoff_initial``, ``backoff_max``,
         ``progress_every``).
+    :param keep_change_sets: after a successful sync, delete the consumer's change sets of this table
+        that it has committed past, but the newest this many.
 
     Outlet: an Asset alias (:func:`destination_alias`), because the destination's Asset —
     ``postgres://host:port/db/schema/table``, ``kafka://broker/topic``, the HTTP endpoint — is only
@@ -63,12 +65,13 @@ class SinkOperator(ReverseEtlJobOperator):
                  max_delete_fraction: float = SinkSpec.max_delete_fraction,
                  allow_mass_delete: bool = SinkSpec.allow_mass_delete,
                  max_reject_fraction: float | None = SinkSpec.max_reject_fraction, dry_run: bool = SinkSpec.dry_run,
-                 delivery: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 delivery: dict[str, Any] | None = None,
+                 keep_change_sets: int = SinkSpec.keep_change_sets, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check_static(SinkSpec, destination=destination, mode=mode, field_mapping=field_mapping,
                           constants=constants, max_delete_fraction=max_delete_fraction,
                           allow_mass_delete=allow_mass_delete, max_reject_fraction=max_reject_fraction,
-                          dry_run=dry_run, delivery=delivery)
+                          dry_run=dry_run, delivery=delivery, keep_change_sets=keep_change_sets)
         self.changes = changes
         self.destination = destination
         self.destination_conn_id = destination_conn_id
@@ -84,6 +87,7 @@ class SinkOperator(ReverseEtlJobOperator):
         # not self.dry_run: that name is BaseOperator.dry_run(), the method that renders templates
         self.plan_only = dry_run
         self.delivery = delivery
+        self.keep_change_sets = keep_change_sets
         self.outlets = [*self.outlets, destination_alias(destination, destination_conn_id, self.task_id)]
 
     def build_spec(self, context):
@@ -104,6 +108,7 @@ class SinkOperator(ReverseEtlJobOperator):
             max_reject_fraction=self.max_reject_fraction, dry_run=self.plan_only,
             delivery={"batch_size": self.batch_size, "concurrency": self.concurrency,
                       "rate_limit": self.rate_limit, **(self.delivery or {})},
+            keep_change_sets=self.keep_change_sets,
         ), secrets
 
     def destination_address(self) -> tuple[str, str] | None:

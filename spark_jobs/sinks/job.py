@@ -30,6 +30,8 @@ Around delivery:
 * ``dry_run``: the would-be operations are written to ``plans/<consumer>/<table>`` and nothing is
   sent or committed.
 * Every run, failed ones included, appends a row to the run history (:mod:`spark_jobs.runs`).
+* ``keep_change_sets``: after its commit, a sync deletes the consumer's change sets of the table it
+  has committed past, but the newest few (:mod:`spark_jobs.retention`).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from functools import partial
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
-from spark_jobs import consumers, errors, progress, rejects, runs
+from spark_jobs import consumers, errors, progress, rejects, retention, runs
 from spark_jobs.errors import ConfigError, DestinationError, JobError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.lake import commit_metadata, is_delta_table, latest_version
@@ -314,6 +316,7 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
     if expected is not None:
         consumers.commit_from(spark, wh, expected, spec.to_version, spec.run_id)
         committed = True
+        retention.prune_change_sets(wh, spec.table, spec.consumer, spec.to_version, spec.keep_change_sets)
     progress_so_far["committed"] = committed
     # delivery_s: wall time of the delivery itself (reading the operations, sending, acknowledgements),
     # without the planning, ledger, commit and run history around it.
