@@ -70,3 +70,13 @@ def test_retention_job_deletes_old_jobs_plans_and_consumed_change_sets_only(spar
     assert not Path(warehouse, "plans", "crm", "snapshots", "customers").exists()
     # the pending change set still syncs
     assert pipeline.sync(pending, destination)["committed"] is True
+
+
+def test_a_rerun_of_a_pruned_change_set_is_a_stale_sync(spark, warehouse, tmp_path):
+    pipeline = Pipeline(spark, warehouse, tmp_path)
+    destination = {"type": "sqlite", "database": str(tmp_path / "crm.db"), "table": "customers"}
+    first = pipeline.step([(1, "a", "x")])
+    pipeline.sync(first, destination, keep_change_sets=0)
+    pipeline.sync(pipeline.step([(1, "b", "x")]), destination, keep_change_sets=0)
+    error = pipeline.sync_error(first, destination)  # the first day's sync, cleared and run again
+    assert error["type"] == "StaleCommitError" and "deleted by retention" in error["message"]

@@ -47,7 +47,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from spark_jobs import consumers, errors, progress, rejects, retention, runs
-from spark_jobs.errors import ConfigError, DestinationError, JobError
+from spark_jobs.errors import ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.lake import commit_metadata, is_delta_table, latest_version
 from spark_jobs.sinks import resolve_sink
@@ -218,6 +218,10 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
     mode = spec.mode
     changes_uri = wh.uri(spec.changes)
     if not is_delta_table(spark, changes_uri):
+        committed = consumers.committed_version(spark, wh, spec.table, spec.consumer)
+        if committed is not None and committed >= spec.to_version:  # a re-run after retention pruned it
+            raise StaleCommitError(f"Change set {spec.changes} was deleted by retention: {spec.consumer} has "
+                                   f"already committed version {committed} of {spec.table}. Nothing was sent.")
         raise ConfigError(f"Change set {spec.changes} does not exist; run the diff first")
     fraction = spec.max_reject_fraction
     destination = spec.destination
