@@ -65,7 +65,7 @@ def test_demo_run_shows_asset_metadata_links_and_lineage(airflow_db, monkeypatch
     # the diff's change feed is a declared outlet; the sink's destination comes through its alias
     assert [a.uri for a in demo.dag.get_task("diff_customers").outlets] == [
         f"file://{warehouse}/changes/crm/snapshots/customers"]
-    assert [a.name for a in sync.outlets] == [f"reverse_etl:sink:sqlite:{demo.CRM_DATABASE}"]
+    assert [a.name for a in sync.outlets] == [f"reverse_etl:sink:sqlite:{demo.CRM_DATABASE}.crm_contacts"]
 
     # extra links: stored by the worker as XComs, which the UI shows
     result = tis["snapshot_customers"].xcom_pull(task_ids="snapshot_customers")
@@ -84,9 +84,10 @@ def test_demo_run_shows_asset_metadata_links_and_lineage(airflow_db, monkeypatch
     assert uuid.UUID(conf["spark.openlineage.parentRunId"])
     assert conf["spark.openlineage.rootParentJobName"] == "reverse_etl_demo"
 
-    # the sink's OpenLineage datasets: the change set read (at its version) and the CRM table
+    # the sink's OpenLineage datasets: the change set and the snapshot version read, and the CRM table
     sync._result = tis["sync_crm"].xcom_pull(task_ids="sync_crm")
     lineage = sync.get_openlineage_facets_on_complete(task_instance=None)
     assert [(d.namespace, d.name) for d in lineage.outputs] == [
         ("sqlite", f"{Path(demo.CRM_DATABASE).resolve()}.crm_contacts")]
-    assert [d.name for d in lineage.inputs] == [f"{warehouse}/changes/crm/snapshots/customers/full-v0"]
+    assert [(d.name, d.facets["version"].datasetVersion) for d in lineage.inputs] == [
+        (f"{warehouse}/changes/crm/snapshots/customers/full-v0", "0"), (f"{warehouse}/snapshots/customers", "0")]

@@ -151,5 +151,6 @@ def destination_alias(destination: dict[str, Any], conn_id: str | None, task_id:
     if resolved_at_run_time(destination):
         return AssetAlias(name=f"reverse_etl:sink:{task_id}")
     target = next((destination[k] for k in ("table", "topic", "path", "endpoint", "url") if destination.get(k)), "")
+    database = f"{destination['database']}." if destination.get("database") else ""
     via = f"@{conn_id}" if conn_id else ""
-    return AssetAlias(name=f"reverse_etl:sink:{destination.get('type')}:{target}{via}")
+    return AssetAlias(name=f"reverse_etl:sink:{destination.get('type')}:{database}{target}{via}")
