@@ -27,3 +27,8 @@ def warehouse_uri(explicit: str | None = None) -> str:
 
 def jars_dir() -> str | None:
     return _get("jars_dir")
+
+
+def spark_history_url() -> str | None:
+    """The Spark history server's base URL, for the operators' "Spark application" link."""
+    return _get("spark_history_url")

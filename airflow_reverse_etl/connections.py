@@ -65,3 +65,12 @@ def destination_settings(conn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
         secrets_env["extra"] = "ARETL_SECRET_DESTINATION_EXTRA"
         secrets[secrets_env["extra"]] = json.dumps(extra)
     return {"connection": public, "secrets_env": secrets_env}, secrets
+
+
+def connection_address(conn_id: str) -> dict[str, Any]:
+    """Where a connection points (host, port, schema and, for Kafka, ``bootstrap.servers``), to name
+    the destination in lineage; nothing secret."""
+    conn = _connection(conn_id)
+    servers = conn.extra_dejson.get("bootstrap.servers")
+    return {"host": conn.host, "port": conn.port, "schema": conn.schema,
+            "extra": {"bootstrap.servers": servers} if servers else {}}

@@ -1,5 +1,56 @@
 """Provider metadata, read by Airflow through the ``apache_airflow_provider`` entry point."""
 
+#: The destination connection types (:mod:`airflow_reverse_etl.hooks.destination`), declared the way
+#: current providers do: the form's extra fields (``conn-fields``, stored under their own names in
+#: the connection's extras, which is where the sinks read them) and the standard fields' labels.
+CONNECTION_TYPES = [
+    {
+        "hook-class-name": "airflow_reverse_etl.hooks.destination.HttpDestinationHook",
+        "hook-name": "Reverse ETL HTTP destination",
+        "connection-type": "reverse_etl_http",
+        "ui-field-behaviour": {
+            "hidden-fields": [],
+            "relabeling": {"host": "Base URL or host", "schema": "Scheme (http or https)",
+                           "login": "Username (basic auth)", "password": "Password or bearer token"},
+            "placeholders": {"host": "https://api.example.com", "schema": "https"},
+        },
+        "conn-fields": {
+            "auth_type": {
+                "label": "Auth type",
+                "description": "basic: username and password; bearer: the password is sent as a bearer token",
+                "schema": {"type": ["string", "null"], "enum": ["basic", "bearer", None], "default": "basic"},
+            },
+            "headers": {
+                "label": "Headers",
+                "description": "Headers sent with every request, such as an API-key header (kept secret)",
+                "schema": {"type": ["object", "null"]},
+            },
+        },
+    },
+    {
+        "hook-class-name": "airflow_reverse_etl.hooks.destination.KafkaDestinationHook",
+        "hook-name": "Reverse ETL Kafka destination",
+        "connection-type": "reverse_etl_kafka",
+        "ui-field-behaviour": {
+            "hidden-fields": ["schema"],
+            "relabeling": {"host": "Bootstrap servers", "login": "SASL username", "password": "SASL password"},
+            "placeholders": {"host": "broker1:9092,broker2:9092", "port": "9092 (when the host has no port)"},
+        },
+        "conn-fields": {
+            "security.protocol": {
+                "label": "Security protocol",
+                "schema": {"type": ["string", "null"],
+                           "enum": ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", None]},
+            },
+            "sasl.mechanism": {
+                "label": "SASL mechanism",
+                "schema": {"type": ["string", "null"],
+                           "enum": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", None]},
+            },
+        },
+    },
+]
+
 
 def get_provider_info():
     return {
@@ -27,6 +78,7 @@ def get_provider_info():
                     "airflow_reverse_etl.operators.restore",
                     "airflow_reverse_etl.operators.savepoint",
                     "airflow_reverse_etl.operators.maintenance",
+                    "airflow_reverse_etl.operators.retention",
                     "airflow_reverse_etl.operators.widen",
                 ],
             }
@@ -38,9 +90,15 @@ def get_provider_info():
             {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.triggers.delta_version"]}
         ],
         "hooks": [
-            {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.hooks.spark_job"]}
+            {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.hooks.spark_job",
+                                                                   "airflow_reverse_etl.hooks.destination"]}
         ],
-        "connection-types": [],
+        "extra-links": [
+            "airflow_reverse_etl.links.SparkApplicationLink",
+            "airflow_reverse_etl.links.JobResultLink",
+            "airflow_reverse_etl.links.JobSpecLink",
+        ],
+        "connection-types": CONNECTION_TYPES,
         "plugins": [{"name": "reverse_etl", "plugin-class": "airflow_reverse_etl.ui.plugin.ReverseEtlUiPlugin"}],
         "config": {
             "reverse_etl": {
@@ -60,6 +118,14 @@ def get_provider_info():
                         "version_added": "0.1.0",
                         "type": "string",
                         "example": "/opt/airflow/jars",
+                        "default": None,
+                    },
+                    "spark_history_url": {
+                        "description": "Base URL of the Spark history server; the operators' \"Spark "
+                        "application\" link points there (else at the driver UI the job reported, if any).",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "http://spark-history:18080",
                         "default": None,
                     },
                 },

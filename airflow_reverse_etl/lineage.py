@@ -3,7 +3,9 @@
 Both are named by storage location (OpenLineage's naming convention for files and object stores),
 so a catalogue that sees the same table from Spark's own OpenLineage integration joins them up. The
 Delta version read or written travels as the dataset's version facet: a lineage graph that says
-"v11 of B came from v20 of A", like ``_system/lineage``.
+"v11 of B came from v20 of A", like ``_system/lineage``. A sink's destination is named the way
+OpenLineage names that system (:func:`destination_dataset`): ``postgres://host:port`` +
+``db.schema.table``, ``kafka://broker`` + topic, the HTTP endpoint without credentials.
 
 OpenLineage is optional (``pip install airflow-reverse-etl[openlineage]``): it is imported only
 inside :func:`operator_lineage`, which only the OpenLineage listener calls.
@@ -12,8 +14,10 @@ inside :func:`operator_lineage`, which only the OpenLineage listener calls.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Sequence
 from urllib.parse import urlsplit
+
+from spark_jobs.sinks.kafka import brokers
 
 # Hadoop's connector schemes name the same stores as OpenLineage's plain ones.
 _SCHEMES = {"s3a": "s3", "s3n": "s3", "gs": "gs", "abfss": "abfss", "wasbs": "wasbs"}
@@ -41,8 +45,59 @@ def table_asset(location: str):
     return Asset(uri=asset_uri(location))
 
 
-def operator_lineage(result: dict[str, Any] | None):
-    """OpenLineage input/output datasets of a job result, each with its Delta version as a facet."""
+def destination_dataset(destination: dict[str, Any],
+                        connection: dict[str, Any] | None = None) -> tuple[str, str] | None:
+    """(namespace, name) of a sink's destination, from its options and the public fields of its
+    connection (host, port, schema, extra); None for a sink this module does not know (plugins).
+
+    Credentials never appear: user info and query strings are dropped from URLs."""
+    conn = connection or {}
+    kind, extra = destination.get("type"), conn.get("extra") or {}
+    if kind == "postgres":
+        schema, _, table = str(destination["table"]).rpartition(".")
+        database = destination.get("database") or conn.get("schema")
+        return f"postgres://{conn.get('host')}:{conn.get('port') or 5432}", f"{database}.{schema or 'public'}.{table}"
+    if kind == "kafka":
+        servers = destination.get("bootstrap_servers") or extra.get("bootstrap.servers") or (
+            brokers(conn["host"], conn.get("port")) if conn.get("host") else "unknown")
+        return f"kafka://{str(servers).split(',')[0].strip()}", destination["topic"]
+    if kind == "http":
+        parts = urlsplit(destination.get("url") or _http_endpoint(conn, destination.get("endpoint")))
+        address = parts.hostname or ""
+        address += f":{parts.port}" if parts.port else ""
+        return f"{parts.scheme}://{address}", parts.path or "/"
+    if kind == "sqlite":
+        return "sqlite", f"{os.path.abspath(destination['database'])}.{destination['table']}"
+    if kind == "delta":
+        return dataset_name(destination["path"])
+    return None
+
+
+def _http_endpoint(conn: dict[str, Any], endpoint: str | None) -> str:
+    """The URL an HTTP sink joins from its connection (scheme in ``schema``, host, port) and endpoint."""
+    host = conn.get("host") or ""
+    if "://" not in host:
+        host = f"{conn.get('schema') or 'http'}://{host}"
+    if conn.get("port"):
+        host = f"{host.rstrip('/')}:{conn['port']}"
+    return host.rstrip("/") + "/" + (endpoint or "").lstrip("/")
+
+
+def destination_asset_uri(namespace: str, name: str) -> str:
+    """An Airflow Asset URI for a destination dataset, in the shape Airflow's own providers use
+    (``postgres://host:port/db/schema/table``, ``kafka://broker/topic``)."""
+    if namespace.startswith("postgres://"):
+        return f"{namespace}/{name.replace('.', '/')}"
+    if namespace in ("file", "sqlite"):
+        return f"{namespace}://{name}"
+    return f"{namespace}/{name.lstrip('/')}"
+
+
+def operator_lineage(result: dict[str, Any] | None, destinations: Sequence[tuple[str, str]] = ()):
+    """OpenLineage input/output datasets of a job result, each with its Delta version as a facet,
+    plus the ``destinations`` (namespace, name) a sink wrote to.
+
+    On failure, ``result`` is what the task meant to read and write (no versions: nothing was)."""
     from airflow.providers.openlineage.extractors import OperatorLineage
     from openlineage.client.event_v2 import InputDataset, OutputDataset
     from openlineage.client.facet_v2 import dataset_version_dataset
@@ -60,5 +115,6 @@ def operator_lineage(result: dict[str, Any] | None):
         return out
 
     result = result or {}
-    return OperatorLineage(inputs=datasets(result.get("inputs") or [], InputDataset),
-                           outputs=datasets(result.get("outputs") or [], OutputDataset))
+    outputs = datasets(result.get("outputs") or [], OutputDataset)
+    outputs += [OutputDataset(namespace=namespace, name=name) for namespace, name in destinations]
+    return OperatorLineage(inputs=datasets(result.get("inputs") or [], InputDataset), outputs=outputs)

@@ -11,11 +11,21 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python_bin" -m venv "$venv"
   "$venv/bin/pip" install -q --upgrade pip
 fi
+# Install with the published constraints (constraints/constraints-<python>.txt), as users are told
+# to, so the tests run against exactly those versions.
+py_version=$("$venv/bin/python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+constraints="$repo/constraints/constraints-$py_version.txt"
+constraint_args=(-c "$constraints")
+if [ ! -f "$constraints" ]; then
+  echo "bootstrap: WARNING: no constraints for Python $py_version (tested: constraints/); installing unconstrained" >&2
+  constraints=/dev/null
+  constraint_args=()
+fi
 stamp="$venv/.installed-from"
-want=$(cat "$repo/setup.cfg" "$repo/pyproject.toml" | sha1sum | cut -d' ' -f1)
+want=$(cat "$repo/setup.cfg" "$repo/pyproject.toml" "$constraints" | sha1sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "bootstrap: installing airflow-reverse-etl and its dependencies (first run takes a few minutes)"
-  "$venv/bin/pip" install -q -e "$repo[test]"
+  "$venv/bin/pip" install -q -e "$repo[test]" "${constraint_args[@]}"
   echo "$want" > "$stamp"
 fi
 PYTHON="$venv/bin/python" "$repo/scripts/fetch_jars.sh"

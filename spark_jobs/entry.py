@@ -24,6 +24,7 @@ JOBS = {
     "savepoint": "spark_jobs.savepoints:run_savepoint",
     "history": "spark_jobs.history:run_history",
     "maintenance": "spark_jobs.maintenance:run_maintenance",
+    "retention": "spark_jobs.retention:run_retention",
     "backfill": "spark_jobs.backfill:run_backfill",
     "widen": "spark_jobs.widen.job:run_widen",
 }
@@ -62,7 +63,15 @@ def where(spark) -> dict:
     """Where the job ran, so the task's XCom and log point at the Spark application (and its UI):
     read from the session's configuration, which classic and Spark Connect sessions both answer."""
     return {"master": spark.conf.get("spark.master", None), "application_id": spark.conf.get("spark.app.id", None),
-            "deploy_mode": spark.conf.get("spark.submit.deployMode", "client")}
+            "deploy_mode": spark.conf.get("spark.submit.deployMode", "client"), "ui_url": driver_ui_url(spark)}
+
+
+def driver_ui_url(spark) -> str | None:
+    """The driver's web UI, when it runs one; a Spark Connect client cannot see it (None)."""
+    try:
+        return spark.sparkContext.uiWebUrl
+    except Exception:  # Spark Connect sessions have no SparkContext
+        return None
 
 
 def failure(exc: Exception, warehouse: str | None) -> dict:

@@ -16,6 +16,7 @@ from spark_jobs.contract import (
     HistorySpec,
     MaintenanceSpec,
     RestoreSpec,
+    RetentionSpec,
     SavepointSpec,
     SinkResult,
     SinkSpec,
@@ -45,6 +46,7 @@ SPEC_EXAMPLES = [
     SavepointSpec(**IDENTITY, table="wide/orders", version=4, savepoint_name="month-end"),
     HistorySpec(**IDENTITY, table="customers"),
     MaintenanceSpec(**IDENTITY, table="customers", zorder_by=["id"]),
+    RetentionSpec(**IDENTITY, keep_change_sets=1, job_days=3, dry_run=True),
     WidenSpec(**IDENTITY, wide=WIDE, sources=["s1"], versions={"s1": 7}),
 ]
 

@@ -51,3 +51,49 @@ def test_asset_example_dag_is_scheduled_on_the_snapshot_asset(airflow_db):
     produced = {a.uri for a in bag.dags["products_snapshot"].get_task("snapshot_products").outlets}
     consumed = {a.uri for a in bag.dags["products_history"].timetable.asset_condition.objects}
     assert len(produced) == 1 and produced == consumed
+
+
+def test_sink_destinations_are_datasets_named_like_openlineage_without_credentials(monkeypatch):
+    import json
+
+    from airflow_reverse_etl.operators.sink import SinkOperator
+
+    monkeypatch.setenv("AIRFLOW_CONN_CRM_DB", json.dumps({
+        "conn_type": "postgres", "host": "db.internal", "port": 6543, "schema": "crm", "login": "etl",
+        "password": "pg-secret"}))
+    monkeypatch.setenv("AIRFLOW_CONN_EVENTS", json.dumps({
+        "conn_type": "reverse_etl_kafka", "host": "unused", "password": "sasl-secret",
+        "extra": {"bootstrap.servers": "b1:9092,b2:9092", "sasl.mechanism": "PLAIN"}}))
+    monkeypatch.setenv("AIRFLOW_CONN_API", json.dumps({
+        "conn_type": "reverse_etl_http", "host": "api.example.com", "schema": "https", "port": 8443,
+        "login": "u", "password": "http-secret"}))
+    changes = {"changes": "changes/crm/snapshots/c/v1-v2", "changes_uri": "/wh/changes/crm/snapshots/c/v1-v2",
+               "table": "snapshots/c", "consumer": "crm", "primary_key": ["id"], "to_version": 2}
+
+    def sink(destination, conn_id=None):
+        return SinkOperator(task_id="sync", changes=changes, destination=destination, destination_conn_id=conn_id)
+
+    cases = {
+        ("postgres://db.internal:6543", "crm.sales.contacts"): sink({"type": "postgres", "table": "sales.contacts"},
+                                                                    "crm_db"),
+        ("postgres://db.internal:6543", "crm.public.contacts"): sink({"type": "postgres", "table": "contacts"},
+                                                                     "crm_db"),
+        ("kafka://b1:9092", "customers"): sink({"type": "kafka", "topic": "customers"}, "events"),
+        ("https://api.example.com:8443", "/v1/contacts"): sink({"type": "http", "endpoint": "v1/contacts"}, "api"),
+        ("https://hooks.example.com", "/in"): sink({"type": "http", "url": "https://user:hook-pass@hooks.example.com/in?token=tok-secret"}),
+    }
+    for expected, op in cases.items():
+        # a failed run (no result yet) still names what it read and meant to write
+        lineage = op.get_openlineage_facets_on_failure(task_instance=None)
+        assert [(d.namespace, d.name) for d in lineage.outputs] == [expected]
+        assert [(d.namespace, d.name) for d in lineage.inputs] == [("file", changes["changes_uri"])]
+        secrets = ("pg-secret", "sasl-secret", "http-secret", "hook-pass", "tok-secret")
+        assert not any(secret in repr(lineage) for secret in secrets)
+
+
+def test_failed_snapshot_still_reports_the_table_it_meant_to_write(warehouse):
+    op = SnapshotOperator(task_id="snap", name="items", primary_key="id", warehouse=warehouse,
+                          source={"format": "parquet", "path": "/nowhere"})
+    lineage = op.get_openlineage_facets_on_failure(task_instance=None)
+    assert [(d.namespace, d.name) for d in lineage.outputs] == [("file", f"{warehouse}/snapshots/items")]
+    assert lineage.outputs[0].facets == {}  # no version: nothing was written

@@ -50,3 +50,58 @@ def test_dag_files_import_without_errors(airflow_db):
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
     assert "reverse_etl_demo" in bag.dag_ids
+
+
+def test_connection_types_load_in_airflow_with_their_forms_and_hooks(monkeypatch):
+    """Airflow's own ProvidersManager reads the destination connection types (form fields, labels) and
+    resolves a connection of each type to its hook; the Spark types are the apache-spark provider's."""
+    from airflow.providers_manager import ProvidersManager
+    from airflow.sdk import BaseHook
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    hooks = ProvidersManagerTaskRuntime().hooks
+    assert hooks["reverse_etl_http"].hook_class_name == "airflow_reverse_etl.hooks.destination.HttpDestinationHook"
+    assert hooks["reverse_etl_kafka"].hook_class_name == "airflow_reverse_etl.hooks.destination.KafkaDestinationHook"
+    assert hooks["spark"].hook_class_name.endswith("SparkSubmitHook")  # what SparkJobHook submits with
+    assert hooks["spark_connect"].hook_class_name.endswith("SparkConnectHook")  # its Spark Connect mode
+
+    manager = ProvidersManager()
+    assert manager.field_behaviours["reverse_etl_kafka"]["relabeling"]["host"] == "Bootstrap servers"
+    assert manager.field_behaviours["reverse_etl_http"]["relabeling"]["password"] == "Password or bearer token"
+    widgets = manager.connection_form_widgets
+    for field in ("reverse_etl_http__auth_type", "reverse_etl_http__headers",
+                  "reverse_etl_kafka__security.protocol", "reverse_etl_kafka__sasl.mechanism"):
+        assert f"extra__{field}" in widgets, field
+
+    monkeypatch.setenv("AIRFLOW_CONN_CRM_API", json.dumps({
+        "conn_type": "reverse_etl_http", "host": "https://crm.example.com", "password": "s3cr3t-token",
+        "extra": {"auth_type": "bearer", "headers": {"X-Api-Key": "k3y-value"}}}))
+    monkeypatch.setenv("AIRFLOW_CONN_EVENTS", json.dumps({
+        "conn_type": "reverse_etl_kafka", "host": "b1:9092,b2:9092", "login": "svc", "password": "sasl-pass",
+        "extra": {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN"}}))
+    http_settings, http_secrets = BaseHook.get_connection("crm_api").get_hook().get_conn()
+    assert http_settings["connection"]["host"] == "https://crm.example.com"
+    assert "s3cr3t-token" in http_secrets.values() and "s3cr3t-token" not in json.dumps(http_settings)
+    kafka_settings, kafka_secrets = BaseHook.get_connection("events").get_hook().get_conn()
+    assert kafka_settings["connection"]["extra_keys"] == ["sasl.mechanism", "security.protocol"]
+    assert json.loads(kafka_secrets["ARETL_SECRET_DESTINATION_EXTRA"])["sasl.mechanism"] == "PLAIN"
+
+
+def test_kafka_connection_host_may_list_the_brokers():
+    from spark_jobs.sinks.kafka import brokers
+
+    assert brokers("b1:9092,b2:9092", None) == "b1:9092,b2:9092"
+    assert brokers("broker", None) == "broker:9092"
+    assert brokers("broker", 19092) == "broker:19092"
+
+
+def test_extra_links_are_registered_and_on_every_job_operator():
+    from airflow.providers_manager import ProvidersManager
+
+    from airflow_reverse_etl.operators.snapshot import SnapshotOperator
+
+    names = {"airflow_reverse_etl.links.SparkApplicationLink", "airflow_reverse_etl.links.JobResultLink",
+             "airflow_reverse_etl.links.JobSpecLink"}
+    assert names <= set(ProvidersManager().extra_links_class_names)
+    assert {link.name for link in SnapshotOperator.operator_extra_links} == {
+        "Spark application", "Job result", "Job spec"}

@@ -42,7 +42,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_reverse_etl import config
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlInfrastructureError, job_failure
-from spark_jobs.contract import DELTA_CONF, DELTA_PACKAGE, JobSpec
+from spark_jobs.contract import DELTA_CONF, DELTA_PACKAGE, JobSpec, Warehouse
 from spark_jobs.session import local_jars  # import-safe: no pyspark
 
 
@@ -147,8 +147,7 @@ class SparkJobHook(BaseHook):
         return None, conf
 
     def _job_dir(self, job: str) -> str:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-        return f"{self.warehouse}/_system/jobs/{stamp}-{job}-{uuid.uuid4().hex[:8]}"
+        return Warehouse(self.warehouse).job_dir(job, datetime.now(timezone.utc), uuid.uuid4().hex[:8])
 
     def run_job(self, spec: JobSpec, secrets: dict[str, str] | None = None,
                 name: str | None = None) -> dict[str, Any]:

@@ -31,6 +31,9 @@ class SnapshotBackfillOperator(SnapshotOperator):
         values, secrets = self.snapshot_values()
         return BackfillSpec.of(**values, logical_dates=[str(d) for d in self.logical_dates]), secrets
 
+    def event_counts(self, result):
+        return {"dates": len(result["versions"]), "reused": len(result["reused"])}
+
     def summarize(self, result):
         versions = ", ".join(f"{d[:10]}=v{v}" for d, v in result["versions"].items())
         return f"backfill {result['table']}: {versions} ({len(result['reused'])} already recorded)"

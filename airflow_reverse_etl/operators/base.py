@@ -4,6 +4,10 @@ Subclasses say which job they run, check the arguments known at DAG parse time a
 (:mod:`spark_jobs.contract`) in ``__init__`` and build the typed spec in :meth:`build_spec`; this base
 adds the run's identity (run id, logical date, dag/task), submits through :class:`SparkJobHook` in ``execute()``
 (never in ``__init__``), logs a one-line summary and returns the result as the task's XCom.
+
+What Airflow shows of a run comes from that result too: the Asset events of the tables the task
+wrote (with the Delta version and the job's counts as event metadata), the OpenLineage datasets (on
+success and on failure) and the extra links (:mod:`airflow_reverse_etl.links`).
 """
 
 from __future__ import annotations
@@ -11,10 +15,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, ClassVar, Sequence
 
-from airflow.sdk import BaseOperator
+from airflow.providers.common.compat.openlineage.utils.spark import (
+    inject_parent_job_information_into_spark_properties,
+)
+from airflow.sdk import Asset, AssetAlias, BaseOperator, conf
 
 from airflow_reverse_etl.exceptions import spec_validation
 from airflow_reverse_etl.hooks.spark_job import SparkJobHook
+from airflow_reverse_etl.lineage import operator_lineage, table_asset
+from airflow_reverse_etl.links import JobResultLink, JobSpecLink, SparkApplicationLink
 from spark_jobs.contract import JobSpec
 
 
@@ -43,6 +52,11 @@ class ReverseEtlJobOperator(BaseOperator):
     :param spark_conn_id: Spark connection; without it jobs run on ``local[*]``.
     :param warehouse: warehouse root (default ``[reverse_etl] warehouse``).
     :param spark_conf: extra Spark settings for this job.
+    :param openlineage_inject_parent_job_info: hand the task's OpenLineage identity to the Spark job
+        (``spark.openlineage.parentJobName`` etc., as the apache-spark provider's operators do), so
+        the events of Spark's own OpenLineage listener nest under this task. Default:
+        ``[openlineage] spark_inject_parent_job_info``. Transport settings are never injected: they
+        may hold an API key, and Spark settings end up in argv.
     """
 
     job: ClassVar[str]
@@ -50,15 +64,20 @@ class ReverseEtlJobOperator(BaseOperator):
     task_defaults: ClassVar[dict[str, Any]] = {}
     template_fields: Sequence[str] = ("warehouse", "spark_conf")
     ui_color = "#e8f4fd"
+    operator_extra_links = (SparkApplicationLink(), JobResultLink(), JobSpecLink())
 
     def __init__(self, *, spark_conn_id: str = "spark_default", warehouse: str | None = None,
-                 spark_conf: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 spark_conf: dict[str, Any] | None = None,
+                 openlineage_inject_parent_job_info: bool = conf.getboolean(
+                     "openlineage", "spark_inject_parent_job_info", fallback=False),
+                 **kwargs: Any) -> None:
         # Airflow hands the DAG's default_args in kwargs["default_args"]: they win over task_defaults
         overridden = {**(kwargs.get("default_args") or {}), **kwargs}
         super().__init__(**{k: v for k, v in self.task_defaults.items() if k not in overridden}, **kwargs)
         self.spark_conn_id = spark_conn_id
         self.warehouse = warehouse
         self.spark_conf = spark_conf
+        self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
         self._hook: SparkJobHook | None = None
         self._result: dict[str, Any] | None = None
 
@@ -76,22 +95,55 @@ class ReverseEtlJobOperator(BaseOperator):
     def summarize(self, result: dict[str, Any]) -> str:
         return f"{self.job} done"
 
+    def event_counts(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The job's counts, carried by each Asset event of the task beside the Delta version."""
+        return {}
+
+    def written_assets(self, result: dict[str, Any]) -> list[tuple[Asset, dict[str, Any]]]:
+        """(Asset, event metadata) of each table the job wrote, at the version it wrote: by default
+        the result's outputs (one per table; a backfill's last date is its newest version)."""
+        newest = {ref["uri"]: ref for ref in result.get("outputs") or [] if ref.get("uri")}
+        counts = self.event_counts(result)
+        return [(table_asset(uri), {"version": ref.get("version"), **counts}) for uri, ref in newest.items()]
+
+    def job_spark_conf(self, context) -> dict[str, Any]:
+        """The Spark settings of this run: the operator's, plus the OpenLineage parent job when asked."""
+        spark_conf = dict(self.spark_conf or {})
+        if self.openlineage_inject_parent_job_info:
+            spark_conf = inject_parent_job_information_into_spark_properties(spark_conf, context)
+        return spark_conf
+
     def execute(self, context) -> dict[str, Any]:
         with spec_validation():  # rendered templates are checked here: a bad value fails without retries
             spec, secrets = self.build_spec(context)
         spec = replace(spec, run_id=context["run_id"], logical_date=logical_date_of(context),
                        dag_id=self.dag_id, task_id=self.task_id)
-        self._hook = SparkJobHook(conn_id=self.spark_conn_id, warehouse=self.warehouse, spark_conf=self.spark_conf)
+        self._hook = SparkJobHook(conn_id=self.spark_conn_id, warehouse=self.warehouse,
+                                  spark_conf=self.job_spark_conf(context))
         result = self._hook.run_job(spec, secrets=secrets, name=f"{self.dag_id}.{self.task_id}")
         self.log.info("%s (%.1fs in Spark)", self.summarize(result), result.get("duration_s", 0))
         self._result = result
+        self.record_asset_events(context, result)
         return result
+
+    def record_asset_events(self, context, result: dict[str, Any]) -> None:
+        """Give each written table's Asset event its metadata (Delta version, counts). A table that is
+        a declared outlet gets it on its own event; otherwise the Asset is attached to the task's
+        declared Asset alias, if any (tables only named at run time, such as a sink's destination)."""
+        events = context["outlet_events"]
+        declared = {outlet.uri for outlet in self.outlets if isinstance(outlet, Asset)}
+        aliases = [outlet for outlet in self.outlets if isinstance(outlet, AssetAlias)]
+        for asset, metadata in self.written_assets(result):
+            if asset.uri in declared:
+                events[asset].extra.update(metadata)
+                continue
+            for alias in aliases:
+                events[alias].add(asset, extra=metadata)
 
     def declare_outlets(self, *tables: str) -> None:
         """Add the Airflow Assets of the warehouse tables (relative names) this task writes, so
         data-aware DAGs can be scheduled on them. Skipped for names only known at run time."""
         from airflow_reverse_etl import config
-        from airflow_reverse_etl.lineage import table_asset
 
         if any("{{" in str(part) for part in (self.warehouse, *tables)):
             return
@@ -100,9 +152,20 @@ class ReverseEtlJobOperator(BaseOperator):
 
     def get_openlineage_facets_on_complete(self, task_instance):
         """OpenLineage datasets of the tables this run read and wrote, at their exact Delta versions."""
-        from airflow_reverse_etl.lineage import operator_lineage
+        return operator_lineage(self._result, self.lineage_destinations())
 
-        return operator_lineage(self._result)
+    def lineage_destinations(self) -> list[tuple[str, str]]:
+        """OpenLineage (namespace, name) of the systems outside the lake the task writes to (sinks)."""
+        return []
+
+    def planned_lineage(self) -> dict[str, Any]:
+        """What the task meant to read and write, for a run that failed before a result: its
+        declared table outlets (no versions)."""
+        return {"outputs": [{"uri": outlet.uri} for outlet in self.outlets if isinstance(outlet, Asset)]}
+
+    def get_openlineage_facets_on_failure(self, task_instance):
+        """OpenLineage datasets of a failed run: the ones the job reported, else the planned ones."""
+        return operator_lineage(self._result or self.planned_lineage(), self.lineage_destinations())
 
     def on_kill(self) -> None:
         if self._hook is not None:

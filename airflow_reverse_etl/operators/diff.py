@@ -6,9 +6,12 @@ from typing import Any, ClassVar, Sequence
 
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_reverse_etl import config
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
+from airflow_reverse_etl.lineage import table_asset
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
-from spark_jobs.contract import DiffSpec, table_rel
+from airflow_reverse_etl.operators.snapshot import SnapshotOperator
+from spark_jobs.contract import DiffSpec, resolved_at_run_time, table_rel
 
 
 def table_and_version(table: str | dict[str, Any]) -> tuple[str, int | None]:
@@ -21,6 +24,22 @@ def table_and_version(table: str | dict[str, Any]) -> tuple[str, int | None]:
     return table_rel(table), None
 
 
+def known_table(snapshot: Any) -> str | None:
+    """The snapshot table a diff reads, when the DAG file already says it: a table name, or the
+    output of a SnapshotOperator whose name is not templated."""
+    if isinstance(snapshot, str):
+        return table_rel(snapshot)
+    upstream = getattr(snapshot, "operator", None)
+    if isinstance(upstream, SnapshotOperator) and not resolved_at_run_time(upstream.name):
+        return f"snapshots/{upstream.name}"
+    return None
+
+
+def change_feed_rel(consumer: str, table: str) -> str:
+    """The Asset of a consumer's change sets of a table: the folder each diff adds a change set to."""
+    return f"changes/{consumer}/{table}"
+
+
 class DiffOperator(ReverseEtlJobOperator):
     """Compute what changed for ``consumer`` between its committed version and the snapshot version.
 
@@ -29,6 +48,9 @@ class DiffOperator(ReverseEtlJobOperator):
     :param consumer: who consumes the changes (one committed version per table and consumer).
     :param columns: only changes in these columns count; the change set carries key + these columns.
     :param full_resync: send the whole table version, ignoring the committed version.
+
+    Outlet: the Asset ``<warehouse>/changes/<consumer>/<table>`` (when the DAG file names the table);
+    its event carries the snapshot version covered and the insert/update/delete counts.
 
     Returns (XCom) ``{table, consumer, from_version, to_version, changes, counts, primary_key, ...}``
     where ``changes`` is the change set's location in the warehouse (never the data itself).
@@ -58,6 +80,9 @@ class DiffOperator(ReverseEtlJobOperator):
         self.columns = columns
         self.full_resync = full_resync
         self.primary_key = primary_key
+        table = known_table(snapshot)
+        if table:
+            self.declare_outlets(change_feed_rel(consumer, table))
 
     def build_spec(self, context):
         table, version = table_and_version(self.snapshot)
@@ -71,6 +96,11 @@ class DiffOperator(ReverseEtlJobOperator):
             if exc.error.get("type") == "AlreadyDeliveredError":
                 raise AirflowSkipException(exc.error["message"]) from None
             raise
+
+    def written_assets(self, result):
+        feed = f"{config.warehouse_uri(self.warehouse)}/{change_feed_rel(result['consumer'], result['table'])}"
+        metadata = {"version": result["to_version"], "from_version": result["from_version"], **result["counts"]}
+        return [(table_asset(feed), metadata)]
 
     def summarize(self, result):
         c = result["counts"]

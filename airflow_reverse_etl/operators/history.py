@@ -35,6 +35,9 @@ class SnapshotHistoryOperator(ReverseEtlJobOperator):
     def build_spec(self, context):
         return HistorySpec.of(table=self.table, name=self.name, primary_key=self.primary_key), {}
 
+    def event_counts(self, result):
+        return {"rows": result["rows"]}
+
     def summarize(self, result):
         return (f"history {result['table']} version {result['version']}: {result['rows']} interval rows "
                 f"from {result['versions']} snapshot versions")

@@ -24,6 +24,9 @@ class TableRestoreOperator(TableVersionOperator):
         if "{{" not in self.table:
             self.declare_outlets(table_rel(self.table))
 
+    def event_counts(self, result):
+        return {"restored_version": result["restored_version"]}
+
     def summarize(self, result):
         return (f"restore {result['table']} to {result['logical_date']} (v{result['restored_version']}) "
                 f"as version {result['version']}{' (already done)' if result['reused'] else ''}")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
-from airflow_reverse_etl.connections import destination_settings
+from airflow.sdk import Asset, AssetAlias
+
+from airflow_reverse_etl.connections import connection_address, destination_settings
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
+from airflow_reverse_etl.lineage import destination_asset_uri, destination_dataset
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
-from spark_jobs.contract import SinkSpec
+from spark_jobs.contract import SinkSpec, resolved_at_run_time
 
 if TYPE_CHECKING:
     from airflow.sdk import XComArg
@@ -41,6 +44,13 @@ class SinkOperator(ReverseEtlJobOperator):
         nothing (the consumer's committed version does not move).
     :param delivery: retry settings (``max_attempts``, ``backoff_initial``, ``backoff_max``,
         ``progress_every``).
+    :param keep_change_sets: after a successful sync, delete the consumer's change sets of this table
+        that it has committed past, but the newest this many.
+
+    Outlet: an Asset alias (:func:`destination_alias`), because the destination's Asset —
+    ``postgres://host:port/db/schema/table``, ``kafka://broker/topic``, the HTTP endpoint — is only
+    known once the connection is read at run time. Each sync that sends attaches it with the version
+    delivered and the counts; a dry run sends nothing and records no event.
 
     Backfill order: by default the task ``depends_on_past`` with ``max_active_tis_per_dag=1``
     (:data:`~airflow_reverse_etl.operators.base.DATE_ORDERED`): a consumer's syncs commit one date
@@ -60,12 +70,13 @@ class SinkOperator(ReverseEtlJobOperator):
                  max_delete_fraction: float = SinkSpec.max_delete_fraction,
                  allow_mass_delete: bool = SinkSpec.allow_mass_delete,
                  max_reject_fraction: float | None = SinkSpec.max_reject_fraction, dry_run: bool = SinkSpec.dry_run,
-                 delivery: dict[str, Any] | None = None, **kwargs: Any) -> None:
+                 delivery: dict[str, Any] | None = None,
+                 keep_change_sets: int = SinkSpec.keep_change_sets, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check_static(SinkSpec, destination=destination, mode=mode, field_mapping=field_mapping,
                           constants=constants, max_delete_fraction=max_delete_fraction,
                           allow_mass_delete=allow_mass_delete, max_reject_fraction=max_reject_fraction,
-                          dry_run=dry_run, delivery=delivery)
+                          dry_run=dry_run, delivery=delivery, keep_change_sets=keep_change_sets)
         self.changes = changes
         self.destination = destination
         self.destination_conn_id = destination_conn_id
@@ -81,6 +92,8 @@ class SinkOperator(ReverseEtlJobOperator):
         # not self.dry_run: that name is BaseOperator.dry_run(), the method that renders templates
         self.plan_only = dry_run
         self.delivery = delivery
+        self.keep_change_sets = keep_change_sets
+        self.outlets = [*self.outlets, destination_alias(destination, destination_conn_id, self.task_id)]
 
     def build_spec(self, context):
         destination = dict(self.destination)
@@ -100,7 +113,30 @@ class SinkOperator(ReverseEtlJobOperator):
             max_reject_fraction=self.max_reject_fraction, dry_run=self.plan_only,
             delivery={"batch_size": self.batch_size, "concurrency": self.concurrency,
                       "rate_limit": self.rate_limit, **(self.delivery or {})},
+            keep_change_sets=self.keep_change_sets,
         ), secrets
+
+    def destination_address(self) -> tuple[str, str] | None:
+        """The destination's OpenLineage (namespace, name), from its options and its connection."""
+        address = connection_address(self.destination_conn_id) if self.destination_conn_id else None
+        return destination_dataset(self.destination, address)
+
+    def lineage_destinations(self):
+        address = self.destination_address()
+        return [address] if address else []
+
+    def planned_lineage(self):
+        changes = self.changes if isinstance(self.changes, dict) else {}
+        return {"inputs": [{"uri": changes["changes_uri"]}] if changes.get("changes_uri") else []}
+
+    def written_assets(self, result):
+        address = self.destination_address()
+        if result.get("dry_run") or address is None:
+            return []
+        stats = result["stats"]
+        metadata = {"version": result["to_version"], "from_version": result["from_version"],
+                    **{k: stats[k] for k in ("sent", "inserted", "updated", "deleted", "rejected")}}
+        return [(Asset(uri=destination_asset_uri(*address)), metadata)]
 
     def summarize(self, result):
         if result.get("dry_run"):
@@ -111,3 +147,15 @@ class SinkOperator(ReverseEtlJobOperator):
                 f"v{result['to_version']}: sent {s['sent']} (+{s['inserted']} ~{s['updated']} -{s['deleted']}), "
                 f"rejected {s['rejected']}, retried {s['retried']}, resent from ledger {result.get('resent', 0)}, "
                 f"committed={result['committed']}")
+
+
+def destination_alias(destination: dict[str, Any], conn_id: str | None, task_id: str) -> AssetAlias:
+    """The Asset alias a sync's destination Asset is attached to: named after the destination
+    (sink type, target, connection) so downstream DAGs can be scheduled on it; after the task when
+    the destination is templated."""
+    if resolved_at_run_time(destination):
+        return AssetAlias(name=f"reverse_etl:sink:{task_id}")
+    target = next((destination[k] for k in ("table", "topic", "path", "endpoint", "url") if destination.get(k)), "")
+    database = f"{destination['database']}." if destination.get("database") else ""
+    via = f"@{conn_id}" if conn_id else ""
+    return AssetAlias(name=f"reverse_etl:sink:{destination.get('type')}:{database}{target}{via}")

@@ -73,6 +73,9 @@ class SnapshotOperator(ReverseEtlJobOperator):
         values, secrets = self.snapshot_values()
         return SnapshotSpec.of(**values), secrets
 
+    def event_counts(self, result):
+        return {k: result[k] for k in ("rows", "inserted", "updated", "deleted")}
+
     def summarize(self, result):
         verb = "reused" if result.get("reused") else "wrote"
         replayed = "".join(f", replayed {d} as v{v}" for d, v in (result.get("replayed") or {}).items())

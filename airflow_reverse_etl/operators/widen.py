@@ -66,6 +66,9 @@ class WidenTableOperator(ReverseEtlJobOperator):
         return WidenSpec.of(wide=self.wide, sources=self.sources,
                             versions={k: v for k, v in versions.items() if v is not None}), {}
 
+    def event_counts(self, result):
+        return {count: sum(part[count] for part in result["stats"].values()) for count in ("inserted", "updated")}
+
     def summarize(self, result):
         parts = ", ".join(f"{name} v{s['from_version']}..v{s['to_version']}" for name, s in result["sources"].items())
         stats = ", ".join(f"{part}: +{s['inserted']} ~{s['updated']}" for part, s in result["stats"].items())

@@ -6,6 +6,7 @@ Layout under one warehouse root (a local directory or any Hadoop URI such as ``s
     wide/<name>             wide tables, same rules
     history/<name>          SCD type-2 history of a snapshot
     changes/<consumer>/...  change sets written by diff jobs for sinks to read
+    plans/<consumer>/...    operations a dry-run sync would have sent
     _system/<table>         consumers, lineage, rejects, runs: small Delta tables
     _system/jobs/<id>       the spec and result JSON of each job run
 
@@ -51,9 +52,34 @@ class Warehouse:
     def system(self, name: str) -> str:
         return self.uri(f"_system/{name}")
 
+    def change_feed(self, consumer: str, table_rel: str) -> str:
+        """The folder holding a consumer's change sets of a table, one sub-folder per diff."""
+        return self.uri(f"changes/{consumer}/{table_rel}")
+
     def changes(self, consumer: str, table_rel: str, from_version: int | None, to_version: int) -> str:
         start = "full" if from_version is None else f"v{from_version}"
-        return self.uri(f"changes/{consumer}/{table_rel}/{start}-v{to_version}")
+        return f"{self.change_feed(consumer, table_rel)}/{start}-v{to_version}"
+
+    def job_dir(self, job: str, started: datetime, token: str) -> str:
+        """``_system/jobs/<UTC stamp>-<job>-<token>``: the stamp says when, for retention."""
+        return self.system(f"jobs/{started.astimezone(timezone.utc).strftime(JOB_STAMP)}-{job}-{token}")
+
+
+JOB_STAMP = "%Y%m%dT%H%M%S"
+
+
+def change_set_version(folder_name: str) -> int | None:
+    """The snapshot version a change set folder (``full-v3``, ``v3-v5``) leads to; None for others."""
+    _, sep, version = folder_name.rpartition("-v")
+    return int(version) if sep and version.isdigit() else None
+
+
+def job_dir_started(folder_name: str) -> datetime | None:
+    """When the job of a ``_system/jobs`` folder started, from its name; None for other names."""
+    try:
+        return datetime.strptime(folder_name.split("-", 1)[0], JOB_STAMP).replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
 
 
 def table_rel(table: str | None) -> str:

@@ -127,6 +127,14 @@ class MaintenanceResult(JobResult):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RetentionResult(JobResult):
+    dry_run: bool
+    deleted: dict[str, list[str]]  # change_sets, jobs, plans -> warehouse-relative paths (dry run: would be)
+    inputs: list[Ref]
+    outputs: list[Ref]
+
+
+@dataclass(frozen=True, kw_only=True)
 class WidenResult(JobResult):
     table: str
     uri: str

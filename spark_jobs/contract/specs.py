@@ -33,6 +33,9 @@ SINK_MODES = ("upsert", "insert", "update", "mirror")
 PAST_DATE_POLICIES = ("refuse", "rebuild")
 DEFAULT_RETAIN_HOURS = 168.0  # Delta's own default (delta.deletedFileRetentionDuration = 7 days)
 DEFAULT_MARGIN_S = 300.0
+#: Consumed change sets a sync keeps per (consumer, table) by default, newest first: enough to look
+#: at what the last syncs sent; the rest is deleted after each successful sync.
+DEFAULT_KEEP_CHANGE_SETS = 3
 
 
 def require_one_target(version: Any, target_logical_date: Any, where: str) -> None:
@@ -40,6 +43,13 @@ def require_one_target(version: Any, target_logical_date: Any, where: str) -> No
     if (version is None) == (target_logical_date is None):
         raise ConfigError(f"{where}: give exactly one of 'version' or 'target_logical_date' "
                           f"(got version={version!r}, target_logical_date={target_logical_date!r})")
+
+
+def count(value: Any) -> int:
+    """A whole number >= 0."""
+    if integer(value) < 0:
+        raise Invalid("a whole number >= 0")
+    return integer(value)
 
 
 def wide_table(value: Any) -> WideTable:
@@ -112,6 +122,8 @@ class SinkSpec(JobSpec):
     dry_run: bool = option(False, flag)
     delivery: dict[str, Any] = option(check=mapping, factory=dict)  # checked against the sink's policy
     commit: bool = option(True, flag)  # False: deliver without moving the consumer (benchmarks)
+    # consumed change sets of this (consumer, table) kept after a successful sync, newest first
+    keep_change_sets: int = option(DEFAULT_KEEP_CHANGE_SETS, count)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,6 +181,20 @@ class MaintenanceSpec(JobSpec):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RetentionSpec(JobSpec):
+    """Delete what the warehouse no longer needs (:mod:`spark_jobs.retention`): change sets every
+    consumer has committed past (but the newest ``keep_change_sets`` of each), ``_system/jobs``
+    folders older than ``job_days`` and dry-run plans older than ``plan_days``. ``dry_run`` lists
+    what would go and deletes nothing."""
+
+    job: ClassVar[str] = "retention"
+    keep_change_sets: int = option(DEFAULT_KEEP_CHANGE_SETS, count)
+    job_days: float = option(30.0, non_negative)
+    plan_days: float = option(7.0, non_negative)
+    dry_run: bool = option(False, flag)
+
+
+@dataclass(frozen=True, kw_only=True)
 class WidenSpec(JobSpec):
     """Merge some sources of a wide table (:mod:`spark_jobs.widen.job`); ``wide`` follows
     :mod:`spark_jobs.widen.config`, ``versions`` pins sources to exact versions."""
@@ -195,7 +221,7 @@ def required_list(value: Any) -> list[Any]:
 
 SPECS: dict[str, type[JobSpec]] = {cls.job: cls for cls in (
     SnapshotSpec, BackfillSpec, DiffSpec, SinkSpec, RestoreSpec, SavepointSpec, HistorySpec, MaintenanceSpec,
-    WidenSpec)}
+    RetentionSpec, WidenSpec)}
 
 
 def parse_spec(data: dict[str, Any]) -> JobSpec:

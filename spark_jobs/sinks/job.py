@@ -30,6 +30,8 @@ Around delivery:
 * ``dry_run``: the would-be operations are written to ``plans/<consumer>/<table>`` and nothing is
   sent or committed.
 * Every run, failed ones included, appends a row to the run history (:mod:`spark_jobs.runs`).
+* ``keep_change_sets``: after its commit, a sync deletes the consumer's change sets of the table it
+  has committed past, but the newest few (:mod:`spark_jobs.retention`).
 """
 
 from __future__ import annotations
@@ -44,9 +46,9 @@ from functools import partial
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
-from spark_jobs import consumers, errors, progress, rejects, runs
+from spark_jobs import consumers, errors, progress, rejects, retention, runs
 from spark_jobs.columns import SYNC_COLUMNS, data_columns
-from spark_jobs.errors import ConfigError, DestinationError, JobError
+from spark_jobs.errors import ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.lake import commit_metadata, latest_version, table_history
 from spark_jobs.sinks import resolve_sink
@@ -218,6 +220,10 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
     changes_uri = wh.uri(spec.changes)
     changes_history = table_history(spark, changes_uri, 1)  # the one read of the change set's log
     if changes_history is None:
+        committed = consumers.committed_version(spark, wh, spec.table, spec.consumer)
+        if committed is not None and committed >= spec.to_version:  # a re-run after retention pruned it
+            raise StaleCommitError(f"Change set {spec.changes} was deleted by retention: {spec.consumer} has "
+                                   f"already committed version {committed} of {spec.table}. Nothing was sent.")
         raise ConfigError(f"Change set {spec.changes} does not exist; run the diff first")
     fraction = spec.max_reject_fraction
     destination = spec.destination
@@ -317,6 +323,7 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
     if expected is not None:
         consumers.commit_from(spark, wh, expected, spec.to_version, spec.run_id)
         committed = True
+        retention.prune_change_sets(wh, spec.table, spec.consumer, spec.to_version, spec.keep_change_sets)
     progress_so_far["committed"] = committed
     # delivery_s: wall time of the delivery itself (reading the operations, sending, acknowledgements),
     # without the planning, ledger, commit and run history around it.

@@ -68,6 +68,14 @@ PRODUCER_DEFAULTS = {
 }
 
 
+def brokers(host: str, port: int | None) -> str:
+    """The bootstrap servers a connection names: its host with its port (default 9092), or its host
+    as it is when it already lists ``host:port`` pairs (``b1:9092,b2:9092``) and no port is set."""
+    if ":" in host and not port:
+        return host
+    return f"{host}:{port or 9092}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class KafkaOptions(SinkOptions):
     topic: str = option("the topic the changes are published to")
@@ -101,7 +109,7 @@ class KafkaSink(Sink):
         if self.options.bootstrap_servers:
             config["bootstrap.servers"] = self.options.bootstrap_servers
         elif "bootstrap.servers" not in config and conn.get("host"):
-            config["bootstrap.servers"] = f"{conn['host']}:{conn.get('port') or 9092}"
+            config["bootstrap.servers"] = brokers(conn["host"], conn.get("port"))
         if "bootstrap.servers" not in config:
             raise ConfigError("The kafka destination needs 'bootstrap_servers' or a connection naming the brokers")
         if conn.get("login"):
