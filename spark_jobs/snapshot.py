@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from spark_jobs import crashpoints
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
 from spark_jobs.diff import AFTER_TYPES, CDF_COLUMNS, net_changes
 from spark_jobs.errors import ConfigError, SchemaDriftError
@@ -36,10 +37,13 @@ from spark_jobs.lake import (
     TABLE_PROPERTIES,
     assignments,
     commit_metadata,
+    committed_since,
     history,
     insert_values,
     is_delta_table,
+    latest_version,
     merge_into,
+    on_top_of,
 )
 from spark_jobs.sources import describe, read_source
 from spark_jobs.timetravel import pin_delta_source, recorded_for, recorded_versions
@@ -87,10 +91,14 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     if source.get("format") == "delta" and source.get("version") is not None:
         metadata["source_version"] = int(source["version"])
 
+    # The version this run compares the source with (-1: none yet): its commit must land right on top of it.
+    base = latest_version(spark, uri) if exists else -1
     since = _cdf_since(spark, uri, source, key) if exists else None
     if since is not None:
-        _apply_source_changes(spark, uri, source, key, name, since, metadata)
-        return _result(wh, rel, _own_commit(spark, uri, metadata), source, reused=False, read="change_data_feed")
+        with on_top_of(spark, base):
+            _apply_source_changes(spark, uri, source, key, name, since, metadata)
+        return _result(wh, rel, _own_commit(spark, uri, metadata, base), source, reused=False,
+                       read="change_data_feed")
 
     from pyspark import StorageLevel
 
@@ -100,7 +108,8 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
         with commit_metadata(spark, metadata):
             if exists:
                 df, added = _align_schema(spark, uri, df, name, spec.allow_schema_evolution)
-                _merge(spark, uri, df, key, added, metadata)
+                with on_top_of(spark, base):
+                    _merge(spark, uri, df, key, added, metadata)
             else:
                 writer = df.write.format("delta").mode("error")  # errorifexists, spelled the way Spark Connect accepts
                 for prop, value in TABLE_PROPERTIES.items():
@@ -109,7 +118,7 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     finally:
         df.unpersist()
 
-    return _result(wh, rel, _own_commit(spark, uri, metadata), source, reused=False)
+    return _result(wh, rel, _own_commit(spark, uri, metadata, base), source, reused=False)
 
 
 def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict[str, Any]) -> None:
@@ -120,8 +129,9 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     row hashes (:func:`_changed_rows`); only those reach the MERGE. A MERGE of the whole extract
     with a not-matched-by-source clause would join every source row with every table row, value by
     value, and then again to write: measured at 1M rows this way is about twice as fast, and the
-    MERGE's cost follows the changes. A snapshot table has one writer (its snapshot task), so the
-    table does not move between the join and the MERGE."""
+    MERGE's cost follows the changes. The caller runs this :func:`~spark_jobs.lake.on_top_of` the
+    version it read: if another run moves the table between the join and the MERGE, this run's
+    commit is refused instead of applying its changes to the other run's data."""
     from pyspark import StorageLevel
 
     values = [c for c in df.columns if c not in key]
@@ -137,6 +147,7 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
             spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
         try:
             merge_into(spark, uri, changes, on, *clauses)
+            crashpoints.reached("snapshot.merged")
         finally:
             if added:
                 spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
@@ -185,9 +196,10 @@ def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any]) -> None:
     latest = history(spark, uri, 1)[0]["metadata"]
     if (latest.get("run_id"), latest.get("logical_date")) != (metadata["run_id"], metadata["logical_date"]):
         # Nothing changed, so the MERGE committed nothing. Record the logical date all the same with
-        # a metadata-only commit: every run is one version, and its Change Data Feed is empty.
-        spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES "
-                  f"('aretl.unchanged_since' = '{metadata['logical_date']}')")
+        # an empty append: every run is one version, and its Change Data Feed is empty. Unlike a
+        # metadata-only commit (ALTER TABLE), an append is an idempotent write that honours on_top_of,
+        # so it cannot tag a head written by another run since this one compared (issue 15 §7.1).
+        spark.read.format("delta").load(uri).limit(0).write.format("delta").mode("append").save(uri)
 
 
 def _unchanged(values: list[str]) -> str:
@@ -307,13 +319,13 @@ def _align_schema(spark, uri: str, df, name: str, allow_evolution: bool):
     return df, added
 
 
-def _own_commit(spark, uri: str, metadata: dict[str, Any]) -> dict[str, Any]:
-    """The commit this run just made, found by its run id (another writer may have committed since)."""
-    for entry in history(spark, uri, 20):
-        md = entry["metadata"]
-        if md.get("run_id") == metadata["run_id"] and md.get("logical_date") == metadata["logical_date"]:
-            return entry
-    raise RuntimeError(f"The commit of run {metadata['run_id']} is not in the last 20 versions of {uri}")
+def _own_commit(spark, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
+    """The commit this run just made on top of version ``base``; another run's commit in its place is a
+    :class:`~spark_jobs.errors.ConcurrentWriteError`."""
+    own = committed_since(spark, uri, base, metadata["run_id"], f"snapshot table {uri}")
+    if own is None:
+        raise RuntimeError(f"The commit of run {metadata['run_id']} is not in the last 20 versions of {uri}")
+    return own
 
 
 def _result(wh: Warehouse, rel: str, entry: dict[str, Any], source: dict[str, Any], reused: bool,
