@@ -195,10 +195,11 @@ def _row_hash(columns):
 def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any]) -> None:
     latest = history(spark, uri, 1)[0]["metadata"]
     if (latest.get("run_id"), latest.get("logical_date")) != (metadata["run_id"], metadata["logical_date"]):
-        # Nothing changed, so the MERGE committed nothing. Record the logical date all the same with
-        # an empty append: every run is one version, and its Change Data Feed is empty. Unlike a
-        # metadata-only commit (ALTER TABLE), an append is an idempotent write that honours on_top_of,
-        # so it cannot tag a head written by another run since this one compared (issue 15 §7.1).
+        # Nothing changed, and the MERGE committed nothing (Delta may skip an empty commit; under
+        # on_top_of it usually records one, carrying the idempotent-write claim). Record the logical
+        # date all the same with an empty append: every run is one version, and its Change Data Feed
+        # is empty. Unlike a metadata-only commit (ALTER TABLE), an append is an idempotent write that
+        # honours on_top_of, so it cannot tag a head another run wrote since this one compared (§7.1).
         spark.read.format("delta").load(uri).limit(0).write.format("delta").mode("append").save(uri)
 
 

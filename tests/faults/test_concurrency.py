@@ -88,10 +88,10 @@ def test_two_snapshot_runs_of_one_table(spark, warehouse, tmp_path, monkeypatch)
                              "logical_date": f"2026-01-{day:02d}T00:00:00+00:00", "run_id": f"run-{day}"})
 
     assert snap(spark, source_a, 8)["status"] == "success"
-    # 01-10 reads source A (unchanged: the no-change path) and is held just before it records its date;
-    # meanwhile 01-09 records source B (a third of the rows). Then 01-10 goes on.
+    # 01-10 reads source A (unchanged: the no-change path) and is held after comparing, just before its
+    # commit; meanwhile 01-09 records source B (a third of the rows). Then 01-10 goes on.
     reached, release = threading.Event(), threading.Event()
-    held(monkeypatch, snapshot, "_record_if_unchanged", "slow", release, reached)
+    held(monkeypatch, snapshot, "merge_into", "slow", release, reached)
     outcome: dict = {}
     slow = threading.Thread(target=lambda: outcome.update(r=snap(spark.newSession(), source_a, 10)), name="slow")
     slow.start()
