@@ -39,6 +39,56 @@ def commit_metadata(spark, metadata: dict[str, Any]) -> Iterator[None]:
         spark.conf.unset(METADATA_CONF)
 
 
+#: Delta's idempotent-write settings: a commit made while they are set records (app id, version) in
+#: the table's log, and Delta refuses it when that app id already recorded a version >= this one.
+TXN_APP_ID_CONF = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION_CONF = "spark.databricks.delta.write.txnVersion"
+#: The app id under which snapshot and widen runs claim the next version of the table they write.
+WRITER_APP_ID = "airflow-reverse-etl/writer"
+
+
+@contextlib.contextmanager
+def on_top_of(spark, base_version: int) -> Iterator[None]:
+    """Let the Delta commits made inside the block land only directly on top of ``base_version``, the
+    version the job read when it computed what to write.
+
+    A job that compares a source with the table (a snapshot's diff, a wide table's fold) and then
+    writes the difference must not commit over a version it did not read: the difference would be
+    applied to other data (issue 15 §7.1: a run tagged a head another run had just written). Delta's
+    own conflict detection does not see this when the other commit landed before this one's MERGE
+    started, nor for metadata-only or blind-append commits. So every such write is a Delta idempotent
+    write claiming version ``base_version + 1`` under one app id: of two runs that read the same
+    version exactly one commits; the other fails with a concurrent-transaction conflict or is skipped,
+    which :func:`committed_since` tells. Only one commit may be made inside the block."""
+    spark.conf.set(TXN_APP_ID_CONF, WRITER_APP_ID)
+    spark.conf.set(TXN_VERSION_CONF, str(int(base_version) + 1))
+    try:
+        yield
+    finally:
+        spark.conf.unset(TXN_APP_ID_CONF)
+        spark.conf.unset(TXN_VERSION_CONF)
+
+
+def committed_since(spark, uri: str, base_version: int, run_id: str | None, what: str) -> dict[str, Any] | None:
+    """The history entry this run (``run_id``) committed after ``base_version``, None if nothing was
+    committed since; a commit by another run since ``base_version`` raises
+    :class:`~spark_jobs.errors.ConcurrentWriteError` (this run's write, made :func:`on_top_of`
+    ``base_version``, was refused or skipped)."""
+    from spark_jobs.errors import ConcurrentWriteError
+
+    newer = [e for e in history(spark, uri, 20) if e["version"] > base_version]
+    own = next((e for e in newer if e["metadata"].get("run_id") == run_id), None)
+    others = [e for e in newer if e["metadata"].get("run_id") != run_id and e["metadata"].get("job")]
+    if own is None and others:
+        other = others[-1]
+        raise ConcurrentWriteError(
+            f"Another run ({other['metadata'].get('job')} {other['metadata'].get('run_id')!r}, logical date "
+            f"{other['metadata'].get('logical_date')}) committed version {other['version']} of {what} while this "
+            f"run was writing changes computed against version {base_version}; nothing of this run was "
+            f"committed. Retry after it finishes (a retry starts from the new version).")
+    return own
+
+
 def delta_path(uri: str) -> str:
     """The SQL identifier of the Delta table at ``uri`` (``delta.`uri` ``). Every Delta operation goes
     through SQL or the DataFrame API: they work both in a classic session and over Spark Connect,

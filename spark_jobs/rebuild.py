@@ -27,10 +27,10 @@ from typing import Any, Callable
 
 from spark_jobs import consumers
 from spark_jobs.contract import SnapshotSpec, parse_logical_date
-from spark_jobs.lake import commit_metadata, history
+from spark_jobs.lake import commit_metadata, history, latest_version, on_top_of
 from spark_jobs.timetravel import recorded_for, recorded_versions
 
-Merge = Callable[..., object]  # spark_jobs.snapshot._merge(spark, uri, df, key, added, metadata)
+Merge = Callable[..., object]  # spark_jobs.snapshot._merge(spark, uri, df, key, added, metadata, base)
 
 
 def start(spark, uri: str, recorded: dict[str, dict[str, Any]], spec: SnapshotSpec) -> dict[str, Any]:
@@ -70,8 +70,9 @@ def _replay(spark, uri: str, key: list[str], date: str, old_version: int, run_id
     old = next(e for e in history(spark, uri) if e["version"] == old_version)["metadata"]
     metadata = {"job": "snapshot", "logical_date": date, "run_id": run_id, "primary_key": key,
                 "source": {"replayed_from": old_version}, "replayed_from": old_version, "rows": old.get("rows")}
-    with commit_metadata(spark, metadata):
-        merge(spark, uri, df, key, [], metadata)
+    base = latest_version(spark, uri)  # the replay lands right on top of the line it extends
+    with commit_metadata(spark, metadata), on_top_of(spark, base):
+        merge(spark, uri, df, key, [], metadata, base)
 
 
 def _move_consumers(spark, spec: SnapshotSpec, moved: dict[int, int]) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from spark_jobs import rebuild
+from spark_jobs import crashpoints, rebuild
 from spark_jobs.columns import CDF_COLUMNS, check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
 from spark_jobs.diff import AFTER_TYPES, net_changes
@@ -38,9 +38,11 @@ from spark_jobs.lake import (
     TABLE_PROPERTIES,
     assignments,
     commit_metadata,
-    history,
+    committed_since,
     insert_values,
+    latest_version,
     merge_into,
+    on_top_of,
     table_history,
 )
 from spark_jobs.sources import describe, read_source
@@ -97,12 +99,19 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     if rebuilding is not None:
         metadata["rebuild"] = rebuilding
 
+    # The version this run compares the source with (-1: none yet): its commit must land right on top
+    # of it. That is the head read above, unless a rebuild's restore has just moved it.
+    if entries is None:
+        base = -1
+    else:
+        base = latest_version(spark, uri) if rebuilding is not None else int(entries[0]["version"])
     # the fast path applies the source's changes since the head's source version: never on a rebuild,
     # whose restore just moved the head away from the entries read above
     since = _cdf_since(spark, uri, source, key, entries[0]) if entries is not None and rebuilding is None else None
     if entries is not None and since is not None:
-        entry = _apply_source_changes(spark, uri, source, key, name, since, int(entries[0]["metadata"]["rows"]),
-                                      metadata)
+        with on_top_of(spark, base):
+            entry = _apply_source_changes(spark, uri, source, key, name, since,
+                                          int(entries[0]["metadata"]["rows"]), metadata, base)
         return _result(wh, rel, entry, source, reused=False, read="change_data_feed")
 
     from pyspark import StorageLevel
@@ -115,7 +124,8 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
         with commit_metadata(spark, metadata):
             if exists:
                 df, added = _align_schema(spark, uri, df, name, spec.allow_schema_evolution)
-                entry = _merge(spark, uri, df, key, added, metadata)
+                with on_top_of(spark, base):
+                    entry = _merge(spark, uri, df, key, added, metadata, base)
             else:
                 writer = df.write.format("delta").mode("error")  # errorifexists, spelled the way Spark Connect accepts
                 for prop, value in TABLE_PROPERTIES.items():
@@ -124,12 +134,13 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     finally:
         df.unpersist()
 
-    entry = entry or _own_commit(spark, uri, metadata)
+    entry = entry or _own_commit(spark, uri, metadata, base)
     replayed = rebuild.finish(spark, spec, uri, entry, _merge) if rebuilding is not None else None
     return _result(wh, rel, entry, source, reused=False, replayed=replayed)
 
 
-def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict[str, Any]) -> dict[str, Any]:
+def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict[str, Any],
+           base: int) -> dict[str, Any]:
     """MERGE the extract: update changed rows, insert new keys, delete vanished ones. ``added`` are
     columns new to the table (schema evolution): a row changes if it has a value there.
 
@@ -137,8 +148,9 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     row hashes (:func:`_changed_rows`); only those reach the MERGE. A MERGE of the whole extract
     with a not-matched-by-source clause would join every source row with every table row, value by
     value, and then again to write: measured at 1M rows this way is about twice as fast, and the
-    MERGE's cost follows the changes. A snapshot table has one writer (its snapshot task), so the
-    table does not move between the join and the MERGE."""
+    MERGE's cost follows the changes. The caller runs this :func:`~spark_jobs.lake.on_top_of` the
+    version it read: if another run moves the table between the join and the MERGE, this run's
+    commit is refused instead of applying its changes to the other run's data."""
     from pyspark import StorageLevel
 
     values = [c for c in df.columns if c not in key]
@@ -148,7 +160,7 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
         # and running a MERGE that would commit nothing. New columns still go through it (they are
         # added to the table even when every row is null there).
         if not added and not changes.count():
-            return _record_if_unchanged(spark, uri, metadata)
+            return _record_if_unchanged(spark, uri, metadata, base)
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
         sets = {f"`{c}`": f"s.`{c}`" for c in values}
         clauses = [f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE"]
@@ -159,12 +171,13 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
             spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
         try:
             merge_into(spark, uri, changes, on, *clauses)
+            crashpoints.reached("snapshot.merged")
         finally:
             if added:
                 spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
     finally:
         changes.unpersist()
-    return _record_if_unchanged(spark, uri, metadata)
+    return _record_if_unchanged(spark, uri, metadata, base)
 
 
 VANISHED = "_aretl_vanished"  # set on a change row whose key is in the table but not in the extract
@@ -203,18 +216,18 @@ def _row_hash(columns):
     return F.xxhash64(*[part for col in columns for part in (col, col.isNull())])
 
 
-def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any]) -> dict[str, Any]:
-    """The history entry of this run's commit, made after the MERGE; the newest one on the usual path,
-    so one short read of the log finds it."""
-    latest = history(spark, uri, 1)[0]
-    if (latest["metadata"].get("run_id"), latest["metadata"].get("logical_date")) == (
-            metadata["run_id"], metadata["logical_date"]):
-        return latest
-    # Nothing changed, so the MERGE committed nothing. Record the logical date all the same with
-    # a metadata-only commit: every run is one version, and its Change Data Feed is empty.
-    spark.sql(f"ALTER TABLE delta.`{uri}` SET TBLPROPERTIES "
-              f"('aretl.unchanged_since' = '{metadata['logical_date']}')")
-    return _own_commit(spark, uri, metadata)
+def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
+    """The history entry of this run's commit on top of ``base``, run inside
+    :func:`~spark_jobs.lake.on_top_of` ``base`` after the MERGE (or instead of it)."""
+    own = committed_since(spark, uri, base, metadata["run_id"], f"snapshot table {uri}")
+    if own is not None:
+        return own
+    # Nothing changed, and the MERGE committed nothing (or was skipped). Record the logical date all
+    # the same with an empty append: every run is one version, and its Change Data Feed is empty.
+    # Unlike a metadata-only commit (ALTER TABLE), an append is an idempotent write that honours
+    # on_top_of, so it cannot tag a head another run wrote since this one compared (§7.1).
+    spark.read.format("delta").load(uri).limit(0).write.format("delta").mode("append").save(uri)
+    return _own_commit(spark, uri, metadata, base)
 
 
 def _unchanged(values: list[str]) -> str:
@@ -249,9 +262,10 @@ def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str], newest: 
 
 
 def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str], name: str, since: int,
-                          previous_rows: int, metadata: dict[str, Any]) -> dict[str, Any]:
+                          previous_rows: int, metadata: dict[str, Any], base: int) -> dict[str, Any]:
     """The fast path: MERGE the source's net changes over (since, version] as one commit; returns its
-    history entry. ``previous_rows``: the row count the table's newest commit recorded."""
+    history entry. ``previous_rows``: the row count the table's newest commit recorded; ``base``: the
+    version the commit must land on (the caller runs this :func:`~spark_jobs.lake.on_top_of` it)."""
     from pyspark import StorageLevel
     from pyspark.errors import AnalysisException
 
@@ -259,7 +273,7 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
     if version == since:
         metadata["rows"] = previous_rows
         with commit_metadata(spark, metadata):
-            return _record_if_unchanged(spark, uri, metadata)
+            return _record_if_unchanged(spark, uri, metadata, base)
     try:
         cdf = (spark.read.format("delta").option("readChangeFeed", "true")
                .option("startingVersion", since + 1).option("endingVersion", version).load(source["path"]))
@@ -281,7 +295,7 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
                        + insert_values({f"`{c}`": f"s.`{c}`" for c in key + values}))
         with commit_metadata(spark, metadata):
             merge_into(spark, uri, changes, on, *clauses)
-            entry = _record_if_unchanged(spark, uri, metadata)
+            entry = _record_if_unchanged(spark, uri, metadata, base)
     finally:
         cdf.unpersist()
     log.info("Snapshot %s: applied the Change Data Feed of source versions %s..%s", name, since + 1, version)
@@ -334,13 +348,13 @@ def _align_schema(spark, uri: str, df, name: str, allow_evolution: bool):
     return df, added
 
 
-def _own_commit(spark, uri: str, metadata: dict[str, Any]) -> dict[str, Any]:
-    """The commit this run just made, found by its run id (another writer may have committed since)."""
-    for entry in history(spark, uri, 20):
-        md = entry["metadata"]
-        if md.get("run_id") == metadata["run_id"] and md.get("logical_date") == metadata["logical_date"]:
-            return entry
-    raise RuntimeError(f"The commit of run {metadata['run_id']} is not in the last 20 versions of {uri}")
+def _own_commit(spark, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
+    """The commit this run just made on top of version ``base``; another run's commit in its place is a
+    :class:`~spark_jobs.errors.ConcurrentWriteError`."""
+    own = committed_since(spark, uri, base, metadata["run_id"], f"snapshot table {uri}")
+    if own is None:
+        raise RuntimeError(f"The commit of run {metadata['run_id']} is not in the last 20 versions of {uri}")
+    return own
 
 
 def _result(wh: Warehouse, rel: str, entry: dict[str, Any], source: dict[str, Any], reused: bool,

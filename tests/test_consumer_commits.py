@@ -6,7 +6,6 @@ Spark session (``spark.newSession()``), against one warehouse — as two Airflow
 from __future__ import annotations
 
 import sqlite3
-import threading
 
 import pytest
 
@@ -15,6 +14,7 @@ from spark_jobs.entry import run
 from spark_jobs.errors import StaleCommitError
 from spark_jobs.contract import Warehouse
 from tests.support.pipeline import Pipeline
+from tests.support.race import race
 
 V0 = [(1, "ann", "oslo"), (2, "bob", "rome"), (3, "cid", "kyiv")]
 V1 = [(1, "ann", "bergen"), (3, "cid", "kyiv")]  # 1 updated, 2 deleted
@@ -59,28 +59,6 @@ def test_a_commit_over_a_newer_commit_is_refused(spark, warehouse):
     assert consumers.committed_version(spark, wh, "snapshots/t", "crm") == 3
     with pytest.raises(StaleCommitError, match="started from version 1"):
         consumers.require_position(spark, wh, "snapshots/t", "crm", 1, 4)
-
-
-def race(spark, count: int, action):
-    """Run ``action(session, i)`` in ``count`` threads started at once, each with its own Spark session;
-    return what each returned or raised."""
-    barrier = threading.Barrier(count)
-    outcomes: list = [None] * count
-    sessions = [spark.newSession() for _ in range(count)]
-
-    def runner(i):
-        barrier.wait()
-        try:
-            outcomes[i] = action(sessions[i], i)
-        except Exception as exc:  # the loser's error is part of the outcome
-            outcomes[i] = exc
-
-    threads = [threading.Thread(target=runner, args=(i,)) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return outcomes
 
 
 def test_concurrent_commits_from_one_position_let_exactly_one_through(spark, warehouse):

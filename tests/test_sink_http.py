@@ -88,7 +88,7 @@ def test_a_hung_server_times_out_cleanly(spark, warehouse, tmp_path, server):
     p = Pipeline(spark, warehouse, tmp_path)
     error = p.sync_error(p.step(ROWS), destination(server, timeout=1),
                          delivery={"max_attempts": 2, "backoff_initial": 0.1, "backoff_max": 0.2})
-    assert error["type"] == "DestinationError"
+    assert error["type"] == "DestinationUnreachableError" and error["retryable"]
     assert "still failing after 2 attempts" in error["message"] and "timed out after 1.0s" in error["message"]
     # The client gave up on its own timeout: the second attempt of a batch came long before the
     # server would have answered (30 s), and nothing was applied or committed.

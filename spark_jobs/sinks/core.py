@@ -31,7 +31,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 
 from spark_jobs.sinks.base import Rejected, Retry, Sink
 from spark_jobs.sinks.batch import ChangeBatch
-from spark_jobs.errors import DestinationError, RetryableError
+from spark_jobs.errors import DestinationError, DestinationUnreachableError, RetryableError
 
 log = logging.getLogger("airflow_reverse_etl.sink")
 
@@ -196,7 +196,8 @@ def send_batch(sink: Sink, batch: ChangeBatch, policy: DeliveryPolicy, stats: St
     try:
         retrying(attempt)
     except RetryableError as exc:
-        raise DestinationError(
+        # transient every time: the destination is down or overloaded, not refusing this sync
+        raise DestinationUnreachableError(
             f"Sink {sink.name!r} still failing after {attempts} attempts: {exc}"
         ) from exc
     stats.batches += 1

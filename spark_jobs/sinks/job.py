@@ -46,7 +46,7 @@ from functools import partial
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
-from spark_jobs import consumers, errors, progress, rejects, retention, runs
+from spark_jobs import consumers, crashpoints, errors, progress, rejects, retention, runs
 from spark_jobs.columns import SYNC_COLUMNS, data_columns
 from spark_jobs.errors import ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
@@ -304,14 +304,10 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
     delivery_started = time.monotonic()
     with progress.reporting(spark, f"sink {spec.table} -> {destination_label(destination)}",
                             sum(planned.values()), policy.progress_every):
-        if isinstance(sink, FrameSink):
-            stats = Stats()
-            stats.add(sink.write_frame(spark, frame.drop("_key")))
-            refused = spark.createDataFrame([], "key STRING, op STRING, change STRING, error STRING, attempts INT")
-        else:
-            stats, refused = _deliver_in_executors(frame, sink_cls, config, key_fields, policy)
+        stats, refused = _deliver(spark, sink, frame, config, key_fields, policy)
     delivery_s = round(time.monotonic() - delivery_started, 3)
     progress_so_far["stats"] = stats.__dict__
+    crashpoints.reached("sink.delivered")
     if ledger is not None or stats.rejected:
         processed = ops.select("_key")
         if ledger is not None:
@@ -319,9 +315,14 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
         rejects.settle(spark, wh, spec.table, spec.consumer, str(sink_cls.name or destination.get("type")),
                        spec.to_version, processed, refused)
 
+    crashpoints.reached("sink.ledger_settled")
     committed = False
     if expected is not None:
-        consumers.commit_from(spark, wh, expected, spec.to_version, spec.run_id)
+        try:
+            consumers.commit_from(spark, wh, expected, spec.to_version, spec.run_id)
+        except StaleCommitError as exc:
+            restored = _restore_committed_rows(spark, wh, spec, ops, sink, config, policy)
+            raise StaleCommitError(f"{exc} {restored}") from None
         committed = True
         retention.prune_change_sets(wh, spec.table, spec.consumer, spec.to_version, spec.keep_change_sets)
     progress_so_far["committed"] = committed
@@ -329,6 +330,38 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
     # without the planning, ledger, commit and run history around it.
     return result(committed=committed, stats=stats.__dict__, delivery_s=delivery_s,
                   outputs=[{"name": destination_label(destination), "uri": None, "version": None}])
+
+
+def _deliver(spark, sink, frame, config: SinkConfig, key_fields: list[str], policy: DeliveryPolicy):
+    """Send ``frame`` through the sink; return (stats, refused records)."""
+    if isinstance(sink, FrameSink):
+        stats = Stats()
+        stats.add(sink.write_frame(spark, frame.drop("_key")))
+        return stats, spark.createDataFrame([], "key STRING, op STRING, change STRING, error STRING, attempts INT")
+    return _deliver_in_executors(frame, type(sink), config, key_fields, policy)
+
+
+def _restore_committed_rows(spark, wh: Warehouse, spec: SinkSpec, ops, sink, config: SinkConfig,
+                            policy: DeliveryPolicy) -> str:
+    """This sync delivered, then lost its commit to a sync of the same consumer that ran at the same
+    time (both passed the position check before either committed). Its rows may have overwritten the
+    winner's newer ones, and the next sync starts from the winner's version, so they would stay
+    behind the commit for good. Re-send the keys this sync sent as they are at the version now
+    committed, so the destination matches the commit. Returns a sentence for the error message."""
+    from pyspark.sql import functions as F
+
+    now = consumers.position(spark, wh, spec.table, spec.consumer)
+    if now.version is None or now.version == spec.to_version:
+        return ""  # the winner committed what this sync sent: nothing to restore
+    key, mode = spec.primary_key, spec.mode
+    columns = [c for c in ops.columns if not c.startswith("_")]
+    snapshot = spark.read.format("delta").option("versionAsOf", now.version).load(wh.uri(spec.table))
+    sent = ops.select(F.col("_key").alias("key"), F.col("_change").alias("change")).distinct()
+    resend = rejects.resend_frame(sent, snapshot, key, columns, RESEND_OPERATION[mode], mode == "mirror")
+    frame, key_fields, _ = apply_mapping(resend, key, spec.field_mapping, spec.constants)
+    stats, _ = _deliver(spark, sink, frame, config, key_fields, policy)
+    return (f"Its {stats.sent} row(s) were sent again as they are at version {now.version}, so the "
+            "destination matches the committed version.")
 
 
 def _as_sent(frame, key_fields: list[str]):
@@ -345,16 +378,21 @@ def _as_sent(frame, key_fields: list[str]):
 
 
 def _guard_mass_delete(spark, wh: Warehouse, sink, deletes: int, spec: SinkSpec) -> None:
-    """Mirror mode must not wipe a destination because a source came back empty. A destination that
-    cannot be counted (a Kafka topic) is taken to hold what the consumer last synced: the snapshot at
-    its committed version."""
+    """Mirror mode must not wipe a destination because a source came back empty.
+
+    The deletes are weighed against what the destination held before this change set: the larger of
+    its count now and the snapshot at the consumer's committed version (what the last complete sync
+    left there). The count alone would not do: a retry of a sync killed midway finds the deletes
+    it already applied missing from the destination, and refused to finish (issue 15 §7.3). A
+    destination that cannot be counted (a Kafka topic) is taken to hold that snapshot."""
     fraction = spec.max_delete_fraction
     if spec.allow_mass_delete:
         return
     existing = sink.count()
-    if existing is None and spec.from_version is not None:
-        existing = (spark.read.format("delta").option("versionAsOf", spec.from_version)
-                    .load(wh.uri(spec.table)).count())
+    if spec.from_version is not None:
+        synced = (spark.read.format("delta").option("versionAsOf", spec.from_version)
+                  .load(wh.uri(spec.table)).count())
+        existing = max(existing or 0, synced)
     if existing and deletes > fraction * existing:
         raise DestinationError(
             f"Mirror sync would delete {deletes} of the destination's {existing} rows "

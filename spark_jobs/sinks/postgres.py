@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from spark_jobs.errors import ConfigError, DestinationError, RetryableError
+from spark_jobs.errors import ConfigError, DestinationError, DestinationUnreachableError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities
 from spark_jobs.sinks.batch import ChangeBatch
 from spark_jobs.sinks.options import option
@@ -159,11 +159,12 @@ class PostgresSink(SqlSink):
     # --- driver side --------------------------------------------------------------------------
     @contextmanager
     def driver_cursor(self) -> Iterator:
-        """On the driver an unreachable database fails the sync at once, before anything is sent."""
+        """On the driver an unreachable database fails the sync at once, before anything is sent (a
+        retryable failure: Airflow tries the task again later)."""
         try:
             conn = self._connect()
         except RetryableError as exc:
-            raise DestinationError(str(exc)) from exc
+            raise DestinationUnreachableError(str(exc)) from exc
         try:
             with conn, conn.cursor() as cur:
                 yield cur

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
-from spark_jobs import consumers
+from spark_jobs import consumers, crashpoints
 from spark_jobs.contract import Warehouse, WidenResult, WidenSpec, table_ref
-from spark_jobs.errors import ConfigError, DataQualityError, SchemaDriftError
+from spark_jobs.errors import ConcurrentWriteError, ConfigError, DataQualityError, SchemaDriftError
 from spark_jobs.keys import require_columns
 from spark_jobs.lake import (
     TABLE_PROPERTIES,
@@ -36,6 +36,7 @@ from spark_jobs.lake import (
     is_delta_table,
     latest_version,
     merge_into,
+    on_top_of,
     retry_on_conflict,
     table_history,
 )
@@ -69,6 +70,8 @@ def run_widen(spark, spec: WidenSpec) -> WidenResult:
     base_md = {"job": spec.job, "wide": t.name, "primary_key": t.primary_key,
                "run_id": spec.run_id, "logical_date": spec.logical_date}
     tracked = [(s.table, t.consumer()) for s in step] + [(t.rel, t.consumer(s.name)) for s in step if s.is_left]
+    # the wide table's version when the merged versions are read: the fold's commit lands on top of it
+    base = latest_version(spark, uri) if is_delta_table(spark, uri) else -1
     merged = _merged_versions(spark, wh, t, uri, tracked)
     inputs = {s.name: _input(spark, wh, t, s, versions.get(s.name), merged) for s in step}
     full = [s for s in step if not s.is_left]
@@ -86,7 +89,7 @@ def run_widen(spark, spec: WidenSpec) -> WidenResult:
     commits: dict[str, dict | None] = {}  # step part -> metadata of the commit it made
     if full:
         done = [(inputs[s.name].rel, inputs[s.name].consumer, inputs[s.name].to_version) for s in full]
-        commits["full"] = _merge_full(spark, t, uri, events, columns, types, {**base_md, "merged": done})
+        commits["full"] = _merge_full(spark, t, uri, events, columns, types, {**base_md, "merged": done}, base)
     wide_inputs = []
     for s in left:
         wide_in = Input(t.rel, uri, t.consumer(s.name), merged.get((t.rel, t.consumer(s.name))),
@@ -94,6 +97,7 @@ def run_widen(spark, spec: WidenSpec) -> WidenResult:
         wide_inputs.append(wide_in)
         commits[s.name] = _merge_left(spark, wh, t, s, inputs[s.name], wide_in, types, base_md)
 
+    crashpoints.reached("widen.merged")
     consumers.commit_all(spark, wh, {(i.rel, i.consumer): i.to_version
                                      for i in [*inputs.values(), *wide_inputs] if i.advances}, spec.run_id)
     recent = history(spark, uri, 2 * len(commits) + 2)
@@ -249,7 +253,10 @@ def _ensure_wide(spark, uri: str, wanted: list[str], types, md) -> None:
             retry_on_conflict(lambda: spark.sql(f"ALTER TABLE delta.`{uri}` ADD COLUMNS ({added})"))()
 
 
-def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md) -> dict | None:
+def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base: int) -> dict | None:
+    """Fold the events into the wide table as one commit made :func:`~spark_jobs.lake.on_top_of`
+    ``base``, the version whose merged source versions the events start from: two runs that read the
+    same merged versions would otherwise both add the same events (a ``sum`` counted twice)."""
     if events is None:
         return None
     on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in t.primary_key)
@@ -260,7 +267,7 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md) -> di
         if spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("numFiles").first()[0] == 0:
             # Nothing stored yet (the first run): every folded row is an insert, and a plain append
             # skips the MERGE's materialized source and its join against the target. The merges of a
-            # wide table run one at a time (planning.py), so no writer fills the table meanwhile.
+            # wide table run one at a time (planning.py); a concurrent run's append is refused (on_top_of).
             rows.drop("_exists_before").write.format("delta").mode("append").save(uri)
             return
         merge_into(spark, uri, rows, on,
@@ -268,9 +275,22 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md) -> di
                    "WHEN NOT MATCHED THEN INSERT "
                    + insert_values({f"`{c}`": f"s.`{c}`" for c in (*t.primary_key, *columns)}))
 
-    with commit_metadata(spark, md):
+    with commit_metadata(spark, md), on_top_of(spark, base):
         _merge()
+    _require_own_merge(spark, t, uri, base, md)
     return md
+
+
+def _require_own_merge(spark, t: WideTable, uri: str, base: int, md: dict) -> None:
+    """Fail with :class:`ConcurrentWriteError` when another run merged into the wide table since
+    ``base`` and this run's fold did not commit (Delta refused or skipped it)."""
+    newer = [e for e in history(spark, uri, 20) if e["version"] > base and e["metadata"].get("merged")]
+    if newer and not any(e["metadata"].get("run_id") == md["run_id"] for e in newer):
+        other = newer[-1]
+        raise ConcurrentWriteError(
+            f"Wide table {t.name}: another run ({other['metadata'].get('run_id')!r}) merged version "
+            f"{other['version']} while this run folded changes read against version {base}; nothing of this "
+            "run's merge was committed. Retry after it finishes (a retry merges only what is left).")
 
 
 def _merge_left(spark, wh, t: WideTable, s: Source, right: Input, wide_in: Input, types, base_md) -> dict | None:
@@ -280,6 +300,7 @@ def _merge_left(spark, wh, t: WideTable, s: Source, right: Input, wide_in: Input
     changes = reverse_index.fk_changes(spark, t, s, inp)
     if changes is not None:
         reverse_index.update_index(spark, index, t, s, changes, types)
+        crashpoints.reached("widen.index_updated")
     rows = reverse_index.recompute(spark, t, s, inp, index, changes, types) if is_delta_table(spark, index) else None
     if rows is None:
         return None

@@ -1,0 +1,156 @@
+"""Two runs that meet: two syncs of one consumer, two snapshot runs of one table, two widen runs of one
+wide table. Each pair really runs at once (threads, each with its own Spark session, one warehouse);
+where the harmful interleaving is a narrow window, one run is held at the window (a wrapper around
+the real function, which then runs unchanged) until the other has committed. The loser fails with a
+clear error, never a committed version moves backwards, and after a plain retry the table or the
+destination equals the source: nothing lost, nothing duplicated."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+
+from spark_jobs.entry import run
+from tests.support.jobs import rows_of, write_parquet
+from tests.support.pipeline import Pipeline
+from tests.support.race import race
+from tests.support.wide_lake import Lake
+
+V0 = [(1, "ann", "oslo"), (2, "bob", "rome"), (3, "cid", "kyiv")]
+V1 = [(1, "ann", "bergen"), (3, "cid", "kyiv")]  # 1 updated, 2 deleted
+V2 = [(1, "ann", "tromso"), (3, "cid", "lviv"), (4, "dan", "nice")]  # 1 and 3 updated again, 4 inserted
+
+
+def sqlite_rows(path):
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT id, name, city FROM customers ORDER BY id").fetchall()
+
+
+@pytest.mark.fault("concurrency", "two syncs of one consumer to different versions, then a stale re-run")
+def test_two_syncs_of_one_consumer(spark, warehouse, tmp_path):
+    p = Pipeline(spark, warehouse, tmp_path)
+    destination = {"type": "sqlite", "database": str(tmp_path / "crm.db"), "table": "customers"}
+    p.sync(p.step(V0), destination, mode="mirror")
+    older, newer = p.step(V1), p.step(V2)  # two DAG runs' diffs, both from version 0
+
+    def sync(session, i):
+        return run(session, {"job": "sink", "warehouse": warehouse,
+                             **p.spec((older, newer)[i], destination, mode="mirror", run_id=f"racer-{i}")})
+
+    results = race(spark, 2, sync)
+    assert sorted(r["status"] for r in results) == ["failed", "success"], results
+    winner = next(i for i, r in enumerate(results) if r["status"] == "success")
+    loser = results[1 - winner]["error"]
+    assert loser["type"] == "StaleCommitError", loser
+    assert p.committed() == (1, 2)[winner]
+    # Never behind (nor ahead of) the commit: the loser, having delivered, put back the rows it sent
+    # as they are at the committed version.
+    assert sqlite_rows(tmp_path / "crm.db") == sorted((V1, V2)[winner])
+
+    # The older run re-run after the newer one committed (cleared in the UI): refused, nothing moves.
+    committed = p.committed()
+    stale = p.sync_error(older, destination, mode="mirror")
+    assert stale["type"] == "StaleCommitError" and p.committed() == committed
+
+    # The next sync brings the destination to the source: nothing lost, nothing duplicated.
+    p.sync(p.diff("crm"), destination, mode="mirror")
+    assert p.committed() == 2 and sqlite_rows(tmp_path / "crm.db") == V2
+
+
+def held(monkeypatch, module, name: str, thread_name: str, release: threading.Event, reached: threading.Event):
+    """Wrap ``module.name`` so that the thread called ``thread_name`` waits at it until ``release``."""
+    original = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        if threading.current_thread().name == thread_name:
+            reached.set()
+            assert release.wait(300), "the other run did not finish"
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
+
+
+@pytest.mark.fault("concurrency", "two snapshot runs of one table (no-change run held at its tag, §7.1)")
+def test_two_snapshot_runs_of_one_table(spark, warehouse, tmp_path, monkeypatch):
+    from spark_jobs import snapshot
+
+    full = [(i, f"n{i}", "x") for i in range(9)]
+    third = full[:3]
+    source_a, source_b = str(tmp_path / "a"), str(tmp_path / "b")
+    write_parquet(spark, source_a, full, "id INT, name STRING, city STRING")
+    write_parquet(spark, source_b, third, "id INT, name STRING, city STRING")
+
+    def snap(session, source, day):
+        return run(session, {"job": "snapshot", "warehouse": warehouse, "name": "t", "primary_key": ["id"],
+                             "source": {"format": "parquet", "path": source},
+                             "logical_date": f"2026-01-{day:02d}T00:00:00+00:00", "run_id": f"run-{day}"})
+
+    assert snap(spark, source_a, 8)["status"] == "success"
+    # 01-10 reads source A (unchanged: the no-change path) and is held after comparing, just before its
+    # commit; meanwhile 01-09 records source B (a third of the rows). Then 01-10 goes on.
+    reached, release = threading.Event(), threading.Event()
+    held(monkeypatch, snapshot, "merge_into", "slow", release, reached)
+    outcome: dict = {}
+    slow = threading.Thread(target=lambda: outcome.update(r=snap(spark.newSession(), source_a, 10)), name="slow")
+    slow.start()
+    assert reached.wait(300), outcome
+    fast = snap(spark.newSession(), source_b, 9)
+    release.set()
+    slow.join(300)
+    assert fast["status"] == "success" and fast["version"] == 1, fast
+    late = outcome["r"]
+    assert late["status"] == "failed" and late["error"]["type"] == "ConcurrentWriteError", late
+    assert late["error"]["retryable"] and "run-9" in late["error"]["message"]
+
+    table = f"{warehouse}/snapshots/t"
+    tags = [r["userMetadata"] for r in spark.sql(f"DESCRIBE HISTORY delta.`{table}`").collect()]
+    assert len(tags) == 2 and not any("run-10" in (t or "") for t in tags)  # nothing tagged 01-10
+    # The retry records 01-10 as what source A holds: all nine rows, counted right.
+    again = snap(spark, source_a, 10)
+    assert again["status"] == "success" and again["version"] == 2 and again["rows"] == 9, again
+    assert rows_of(spark.read.format("delta").load(table)) == full
+    assert rows_of(spark.read.format("delta").option("versionAsOf", 1).load(table)) == third
+
+
+WIDE = {"name": "totals", "primary_key": ["k"], "aggregations": {"amount": "sum"},
+        "sources": [{"name": "sales", "columns": ["amount"]}]}
+SALES = "k INT, amount INT"
+
+
+@pytest.mark.fault("concurrency", "two widen runs of one wide table with a sum (one held before its fold)")
+def test_two_widen_runs_of_one_wide_table(spark, warehouse, monkeypatch):
+    from spark_jobs.widen import job as widen_job
+
+    lake = Lake(spark, warehouse)
+    lake.record("sales", [(1, 10), (2, 20)], SALES, "k")
+    lake.widen(WIDE)
+    lake.record("sales", [(1, 15), (2, 20), (3, 30)], SALES, "k")
+
+    def widen(session, i):
+        return run(session, {"job": "widen", "warehouse": warehouse, "wide": WIDE, "run_id": f"w-{i}",
+                             "logical_date": f"2026-01-02T0{i}:00:00+00:00"})
+
+    # Both read the same merged version; one is held before its fold while the other merges.
+    reached, release = threading.Event(), threading.Event()
+    held(monkeypatch, widen_job, "_merge_full", "slow", release, reached)
+    outcome: dict = {}
+    slow = threading.Thread(target=lambda: outcome.update(r=widen(spark.newSession(), 1)), name="slow")
+    slow.start()
+    assert reached.wait(300), outcome
+    fast = widen(spark.newSession(), 2)
+    assert fast["status"] == "success", fast
+    after_one = lake.wide("totals", "k", "amount")
+    release.set()
+    slow.join(300)
+    late = outcome["r"]
+    assert late["status"] == "failed" and late["error"]["type"] == "ConcurrentWriteError", late
+    # Not double-counted: the held run added nothing, and its retry finds nothing left to merge.
+    assert lake.wide("totals", "k", "amount") == after_one
+    lake.widen(WIDE)
+    assert lake.wide("totals", "k", "amount") == after_one and len(after_one) == 3
+    # Both runs really overlapped: the wide table gained one fold only.
+    folds = [r for r in spark.sql(f"DESCRIBE HISTORY delta.`{warehouse}/wide/totals`").collect()
+             if r["operation"] in ("MERGE", "WRITE")]
+    assert len(folds) == 2, folds
