@@ -91,7 +91,7 @@ def test_two_snapshot_runs_of_one_table(spark, warehouse, tmp_path, monkeypatch)
     # 01-10 reads source A (unchanged: the no-change path) and is held after comparing, just before its
     # commit; meanwhile 01-09 records source B (a third of the rows). Then 01-10 goes on.
     reached, release = threading.Event(), threading.Event()
-    held(monkeypatch, snapshot, "merge_into", "slow", release, reached)
+    held(monkeypatch, snapshot, "_record_if_unchanged", "slow", release, reached)  # a no-change run skips the MERGE
     outcome: dict = {}
     slow = threading.Thread(target=lambda: outcome.update(r=snap(spark.newSession(), source_a, 10)), name="slow")
     slow.start()
