@@ -92,7 +92,8 @@ def test_demo_dag_runs_unchanged_on_a_standalone_cluster(airflow_db, spark_clust
     # Client deploy mode on the standalone master; each result came back through the warehouse.
     for result in syncs:
         assert result["spark"] == {"master": spark_cluster.master_url, "deploy_mode": "client",
-                                   "application_id": result["spark"]["application_id"]}
+                                   "application_id": result["spark"]["application_id"],
+                                   "ui_url": result["spark"]["ui_url"]}  # the driver UI, for the extra link
         assert result["job_dir"].startswith(f"{warehouse}/_system/jobs/")
         on_disk = json.loads(Path(result["job_dir"], "result.json").read_text())
         assert on_disk["spark"] == result["spark"] and on_disk["stats"] == result["stats"]
