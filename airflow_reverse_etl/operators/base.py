@@ -129,8 +129,11 @@ class ReverseEtlJobOperator(BaseOperator):
     def record_asset_events(self, context, result: dict[str, Any]) -> None:
         """Give each written table's Asset event its metadata (Delta version, counts). A table that is
         a declared outlet gets it on its own event; otherwise the Asset is attached to the task's
-        declared Asset alias, if any (tables only named at run time, such as a sink's destination)."""
-        events = context["outlet_events"]
+        declared Asset alias, if any (tables only named at run time, such as a sink's destination).
+        Nothing to record when ``execute()`` is called outside a task run (no ``outlet_events``)."""
+        events = context.get("outlet_events")
+        if events is None:
+            return
         declared = {outlet.uri for outlet in self.outlets if isinstance(outlet, Asset)}
         aliases = [outlet for outlet in self.outlets if isinstance(outlet, AssetAlias)]
         for asset, metadata in self.written_assets(result):
