@@ -6,24 +6,15 @@ and the sink's OpenLineage output is its destination."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import uuid
 from pathlib import Path
 
 import pendulum
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.demo import load_demo
+
 HISTORY = "http://spark-history.example:18080"
-
-
-def load_demo(monkeypatch, tmp_path):
-    monkeypatch.setenv("ARETL_DEMO_DIR", str(tmp_path / "demo"))
-    monkeypatch.setenv("AIRFLOW__REVERSE_ETL__WAREHOUSE", str(tmp_path / "warehouse"))
-    spec = importlib.util.spec_from_file_location("reverse_etl_demo_native", REPO / "dags" / "reverse_etl_demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def asset_events(run_id: str) -> dict[str, dict]:

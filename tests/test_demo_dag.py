@@ -3,24 +3,13 @@ spark-submit, and every job as a client of a real Spark Connect server (the sync
 server's executors): three logical dates of inserts, updates and deletes arrive in the SQLite CRM
 exactly, and the jobs' results (the tasks' XComs) have the same shape."""
 
-import importlib.util
 import json
 import sqlite3
-from pathlib import Path
 
 import pendulum
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def load_demo(monkeypatch, tmp_path):
-    monkeypatch.setenv("ARETL_DEMO_DIR", str(tmp_path / "demo"))
-    monkeypatch.setenv("AIRFLOW__REVERSE_ETL__WAREHOUSE", str(tmp_path / "warehouse"))
-    spec = importlib.util.spec_from_file_location("reverse_etl_demo_under_test", REPO / "dags" / "reverse_etl_demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.support.demo import load_demo
 
 
 def crm(module) -> list[tuple]:
