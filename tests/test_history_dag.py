@@ -56,7 +56,10 @@ def test_backfill_history_dag(spark, warehouse, tmp_path, airflow_db, spark_defa
     env = {**os.environ,
            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events_file),
                                                          "append": True}),
-           "AIRFLOW__OPENLINEAGE__NAMESPACE": "aretl-test"}
+           "AIRFLOW__OPENLINEAGE__NAMESPACE": "aretl-test",
+           # the jobs run as Spark Connect clients inside the task process: emit from a thread rather
+           # than a fork of a process holding live gRPC threads (README, OpenLineage)
+           "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True"}
     proc = subprocess.run([sys.executable, "-c", RUN_DAG, str(REPO / "dags" / "backfill_history.py"), source,
                            warehouse], env=env, capture_output=True, text=True, timeout=800)
     states = [line for line in proc.stdout.splitlines() if line.startswith("STATES ")]
@@ -92,7 +95,7 @@ def test_backfill_history_dag(spark, warehouse, tmp_path, airflow_db, spark_defa
 
     events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
     done = [e for e in events if e["eventType"] == "COMPLETE" and e["job"]["name"].endswith("backfill_customers")]
-    assert done, [e["job"]["name"] for e in events]
+    assert done, ([e["job"]["name"] for e in events], proc.stderr[-5000:])
     (output,) = done[-1]["outputs"]
     assert (output["namespace"], output["name"]) == ("file", uri)
     assert output["facets"]["version"]["datasetVersion"] == "6"
