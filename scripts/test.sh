@@ -3,9 +3,16 @@
 # so a typo fails before any service starts), then pytest. Starts the real services the tests need
 # (Postgres, Kafka) with the project's own scripts and stops them afterwards; a service that was
 # already running is used and left running. The Spark Connect server is started by its pytest fixture
-# on first use (test-sized settings) and stopped when the session ends; this script picks its port,
+# on first use (test-sized settings; the first worker that needs it starts it, the others wait on the
+# script's lock and reuse it) and stopped when the run ends; this script picks its port,
 # so that it can stop that server even when pytest dies before its fixtures finalise. Extra arguments
 # go to pytest.
+#
+# pytest runs on two xdist workers (ARETL_TEST_WORKERS overrides; never more than the cores): the
+# tests spend much of their time waiting on JVM start-ups, servers and schedulers, so two workers
+# overlap that waiting, and each gets its own in-process Spark session and Airflow home. Tests that
+# share a server or a module fixture stay together (--dist loadgroup; tests/support/parallel.py).
+# --durations=25 puts where the time goes into every CI log.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -37,4 +44,7 @@ export ARETL_TEST_SPARK_CONNECT_PORT=${ARETL_TEST_SPARK_CONNECT_PORT:-$(python -
   'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
 bash scripts/services/spark_connect.sh status >/dev/null 2>&1 || started+=(spark_connect)
 # The services stay up for the whole session; the fixtures find them running and leave them be.
-python -m pytest "$@"
+workers=${ARETL_TEST_WORKERS:-2}
+cores=$(nproc)
+[ "$workers" -le "$cores" ] || workers=$cores
+python -m pytest -n "$workers" --dist loadgroup --durations=25 "$@"

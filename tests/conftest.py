@@ -16,8 +16,13 @@ from tests.support.paths import JARS_DIR, REPO
 logging.getLogger("py4j.clientserver").setLevel(logging.WARNING)
 
 # Airflow reads its configuration at import time: point it at a throw-away home before any import.
-_AIRFLOW_HOME = tempfile.mkdtemp(prefix="aretl-airflow-home-")
-os.environ.setdefault("AIRFLOW_HOME", _AIRFLOW_HOME)
+# A pytest-xdist worker inherits the controller's environment, home included; each worker gets its
+# own (its own SQLite metadata database: two processes migrating and writing one file collide).
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _XDIST_WORKER:
+    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix=f"aretl-airflow-home-{_XDIST_WORKER}-")
+else:
+    os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="aretl-airflow-home-"))
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
 os.environ.setdefault("AIRFLOW__REVERSE_ETL__JARS_DIR", str(JARS_DIR))
@@ -29,6 +34,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 pytest_plugins = [
     "tests.support.markers",
+    "tests.support.parallel",
     "tests.support.spark_session",
     "tests.support.airflow_db",
     "tests.support.services",

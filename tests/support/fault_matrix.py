@@ -15,6 +15,7 @@ import pytest
 KINDS = ("bad input", "crash point", "concurrency", "storage fault", "destination fault")
 
 _outcomes: dict[str, dict[str, str]] = defaultdict(dict)  # kind -> case -> outcome
+CELL = "fault matrix cell"  # the name of the (kind, case) user property on a fault test's reports
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,11 +33,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Label the test's reports with its cell: the reports, unlike the items, reach the process that
+    prints the summary (under pytest-xdist the controller, which runs no test itself)."""
     report = (yield).get_result()
     marker = item.get_closest_marker("fault")
-    if marker is None:
+    if marker is not None:
+        report.user_properties.append((CELL, list(marker.args)))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    cell = next((value for name, value in report.user_properties if name == CELL), None)
+    if cell is None:
         return
-    kind, case = marker.args
+    kind, case = cell
     # a cell fails if any phase failed; it passes once its call phase passed
     if report.failed:
         _outcomes[kind][case] = "failed"

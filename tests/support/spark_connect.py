@@ -1,9 +1,13 @@
 """A real Spark Connect server (with Delta) on 127.0.0.1 for the tests that run jobs over Spark Connect.
 
-:func:`spark_connect_server` starts it once per test session with ``scripts/services/spark_connect.sh``
-on a free port (or on the one ``ARETL_TEST_SPARK_CONNECT_PORT`` names — ``scripts/test.sh`` picks one,
-so that it can stop the server when pytest dies first — reusing a server already running there) and
-stops it at the end if this session started it.
+:func:`spark_connect_server` starts it on first use with ``scripts/services/spark_connect.sh`` on the
+port ``ARETL_TEST_SPARK_CONNECT_PORT`` names (``scripts/test.sh`` picks one, so that it can stop the
+server when pytest dies first; otherwise :func:`pytest_configure` picks a free one), reusing a server
+already running there. The server belongs to the run, not to a process of it: under pytest-xdist
+every worker uses the one server (the script's start lock lets only the first worker start it; the
+controller chose the port before the workers were spawned, so they inherit it), and the run's main
+process (the controller, or the only process without xdist) stops it in :func:`pytest_unconfigure`,
+after every worker is done, if it was not running when the run began.
 :func:`connect_session` opens a new client session of it per test (its own settings and views);
 :func:`spark_default_on_connect` points Airflow's ``spark_default`` connection at it, so a DAG under
 test runs every job as a Connect client of the one warm server instead of a cold spark-submit JVM each.
@@ -24,6 +28,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "services" / "spark_connect.sh"
+PORT_ENV = "ARETL_TEST_SPARK_CONNECT_PORT"
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ def free_port() -> int:
 
 
 def _script(command: str, port: int, timeout: float) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHON": sys.executable, "ARETL_TEST_SPARK_CONNECT_PORT": str(port),
+    env = {**os.environ, "PYTHON": sys.executable, PORT_ENV: str(port),
            # a test-sized server: small shuffles, a modest heap (the machine is shared)
            "ARETL_SPARK_CONNECT_MASTER": "local[2]", "ARETL_SPARK_CONNECT_DRIVER_MEMORY": "1g",
            "ARETL_SPARK_CONNECT_CONF": "spark.sql.shuffle.partitions=4 spark.default.parallelism=4 "
@@ -54,23 +59,37 @@ def _script(command: str, port: int, timeout: float) -> subprocess.CompletedProc
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+_was_running = pytest.StashKey[bool]()
+
+
+def _is_main_process(config: pytest.Config) -> bool:
+    """The xdist controller, or the only process of a run without xdist (workers have ``workerinput``)."""
+    return not hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _is_main_process(config):
+        os.environ.setdefault(PORT_ENV, str(free_port()))  # before xdist spawns the workers: they inherit it
+        config.stash[_was_running] = _script("status", int(os.environ[PORT_ENV]), 60).returncode == 0
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _is_main_process(config) and not config.stash.get(_was_running, True):
+        port = int(os.environ[PORT_ENV])
+        if _script("status", port, 60).returncode == 0:  # a test started it
+            _script("stop", port, 120)
+
+
 @pytest.fixture(scope="session")
 def spark_connect_server():
-    """Start (or reuse) a Spark Connect server; stop it afterwards if this session started it."""
-    port = int(os.environ.get("ARETL_TEST_SPARK_CONNECT_PORT") or free_port())
-    already_running = _script("status", port, 60).returncode == 0
+    """The run's Spark Connect server, started on first use (stopped by :func:`pytest_unconfigure`)."""
+    port = int(os.environ[PORT_ENV])
     started = _script("start", port, 240)
     if started.returncode != 0:
-        if not already_running:
-            _script("stop", port, 120)  # a server that started too slowly must not outlive the session
+        # a server that started too slowly must not outlive the run: pytest_unconfigure stops it
         pytest.fail(f"Could not start the Spark Connect server:\n{started.stderr}", pytrace=False)
     state_dir = os.environ.get("ARETL_SPARK_CONNECT_DIR") or REPO / ".cache" / "services" / f"spark-connect-{port}"
-    log_file = Path(state_dir) / "server.log"
-    try:
-        yield SparkConnectServer(url=started.stdout.strip(), port=port, log_file=log_file)
-    finally:
-        if not already_running:
-            _script("stop", port, 120)
+    return SparkConnectServer(url=started.stdout.strip(), port=port, log_file=Path(state_dir) / "server.log")
 
 
 @pytest.fixture
