@@ -1,12 +1,15 @@
 """A real ``airflow standalone`` (scheduler, API server, dag processor, triggerer; LocalExecutor) for
 the tests that must show the product under Airflow's own scheduler, not only ``dag.test()``.
 
-:func:`airflow_standalone` starts it once per test session in a throw-away ``AIRFLOW_HOME`` with:
+:func:`airflow_standalone` starts it once per test session in a throw-away ``AIRFLOW_HOME`` (and
+stops it as soon as its last user is done: :func:`pytest_runtest_teardown`) with:
 
 - the metadata database: SQLite in the home (Airflow 3 runs the LocalExecutor on it; the test
   Postgres would need an async driver, asyncpg, that the project does not install);
 - the API server (UI and REST API) on a free port of 127.0.0.1;
-- the repository's ``dags/`` folder, example DAGs off, new DAGs paused (backfills run regardless);
+- the repository's ``dags/`` folder, example DAGs off, new DAGs paused (backfills run regardless),
+  each file parsed once: the files do not change during a run, and re-parsing them every 30 s (the
+  default) takes a core from the tests running beside the instance;
 - auth: the simple auth manager with ``simple_auth_manager_all_admins``: every request is an admin,
   so the REST API needs no token and a headless browser opens the UI without logging in;
 - the project's connections as ``AIRFLOW_CONN_*``: ``spark_default`` is the Spark Connect server of
@@ -202,6 +205,8 @@ def standalone_env(home: Path, port: int, connections: dict[str, str]) -> dict[s
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
         "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "3600",
         "AIRFLOW__REVERSE_ETL__JARS_DIR": os.environ.get("AIRFLOW__REVERSE_ETL__JARS_DIR", ""),
         "AIRFLOW__REVERSE_ETL__WAREHOUSE": str(home / "warehouse"),
         "ARETL_DEMO_DIR": str(home / "demo"),
@@ -228,9 +233,29 @@ def _wait_until_healthy(instance: AirflowStandalone, timeout: float) -> None:
     raise StandaloneError(f"airflow standalone not healthy in {timeout:.0f}s ({last}):\n{instance.log_tail()}")
 
 
+_last_user = pytest.StashKey[pytest.Item]()
+_running = pytest.StashKey[AirflowStandalone]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    users = [item for item in session.items if "airflow_standalone" in getattr(item, "fixturenames", ())]
+    if users:
+        session.config.stash[_last_user] = users[-1]
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own teardown of the test's fixtures
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Stop the instance once the last test that uses it is done, not at the end of the session: idle,
+    it still parses DAGs and heartbeats, on the cores every later test needs. No later test can ask
+    for it: the last user in collection order is the last to run (under xdist, the ``standalone``
+    group of :mod:`tests.support.parallel` runs on one worker, in collection order)."""
+    if item.config.stash.get(_last_user, None) is item and _running in item.config.stash:
+        item.config.stash[_running].stop()
+
+
 @pytest.fixture(scope="session")
-def airflow_standalone(tmp_path_factory, spark_connect_server) -> Iterator[AirflowStandalone]:
-    """A running ``airflow standalone`` for the whole session (see the module's docstring)."""
+def airflow_standalone(request, tmp_path_factory, spark_connect_server) -> Iterator[AirflowStandalone]:
+    """A running ``airflow standalone`` until its last user is done (see the module's docstring)."""
     home = tmp_path_factory.mktemp("airflow-standalone")
     env = standalone_env(home, free_port(), {"spark_default": spark_connect_server.airflow_connection()})
     with open(home / "standalone.log", "ab") as log:
@@ -240,6 +265,7 @@ def airflow_standalone(tmp_path_factory, spark_connect_server) -> Iterator[Airfl
     instance = AirflowStandalone(home=home, url=env["AIRFLOW__API__BASE_URL"], env=env, process=process)
     try:
         _wait_until_healthy(instance, START_TIMEOUT)
+        request.config.stash[_running] = instance
         yield instance
     finally:
         instance.stop()
