@@ -9,6 +9,11 @@ among them) ran in executor processes, not in the driver.
 
 The destination must hold what a local run of the demo produces: the source of that day, mapped
 through the DAG's field mapping (mirror mode makes the CRM equal to the source).
+
+One logical date: what the cluster changes (where each job runs, what it ships, how its result comes
+back) every job of one run shows; the later dates' updates and deletes are the same code on other
+data, which tests/test_demo_dag.py runs through. A second date would cost three more cold
+spark-submits (about a minute) and prove nothing new here.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import pytest
 pytestmark = pytest.mark.spark_submit  # cluster: from the spark_cluster fixture
 
 REPO = Path(__file__).resolve().parents[1]
-DAYS = ["2026-01-01", "2026-01-02"]  # day 1: inserts; day 2: updates, a move, an insert and a delete
+DAYS = ["2026-01-01"]  # five inserts, delivered by the sink in the executors
 
 
 def load_demo(demo_dir: Path, monkeypatch):
@@ -73,7 +78,7 @@ def test_executor_python_lacks_the_project(cluster_client):
     assert cluster_client.executor_python_launches() == 1
 
 
-@pytest.mark.timeout(2400)  # 6 spark-submits on a shared 2-core machine
+@pytest.mark.timeout(1200)  # 3 spark-submits on a shared 2-core machine
 def test_demo_dag_runs_unchanged_on_a_standalone_cluster(airflow_db, spark_cluster, cluster_client,
                                                           tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", spark_cluster.master_url)
@@ -97,9 +102,9 @@ def test_demo_dag_runs_unchanged_on_a_standalone_cluster(airflow_db, spark_clust
         assert result["job_dir"].startswith(f"{warehouse}/_system/jobs/")
         on_disk = json.loads(Path(result["job_dir"], "result.json").read_text())
         assert on_disk["spark"] == result["spark"] and on_disk["stats"] == result["stats"]
-    assert [s["stats"]["sent"] for s in syncs] == [5, 4]  # day 2: updates of 2 and 4, insert 6, delete 5
+    assert [s["stats"]["sent"] for s in syncs] == [5]
 
-    # Every job of both runs was an application of this master, shipping spark_jobs with --py-files.
+    # Every job of the run was an application of this master, shipping spark_jobs with --py-files.
     apps = cluster_client.applications()
     assert len(apps) == 3 * len(DAYS), [a["name"] for a in apps]
     for app in apps:
