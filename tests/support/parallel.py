@@ -16,13 +16,19 @@ new test joins its group without a written marker. Everything else spreads freel
 Spark session is per worker, the Spark Connect server one per run (:mod:`tests.support.spark_connect`),
 and every test names its own tables, topics, ports and directories.
 
-The plugin only adds ``xdist_group`` markers: without xdist (or with another ``--dist``) it changes
-nothing.
+The plugin adds ``xdist_group`` markers, and under ``--dist loadgroup`` writes each group into its
+tests' node ids as xdist itself means to (``<nodeid>@<group>``, what the controller's scheduler reads):
+pytest-xdist 3.8 sets ``item._nodeid``, which pytest 9.2 no longer reads (a node id now comes from
+``item._id``), so without this every marker would be ignored and each worker would start its own
+``airflow standalone``. Without xdist (or with another ``--dist``) it changes nothing.
 """
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import pytest
+from _pytest.nodeid import NodeId
 
 #: session fixture -> the group of every test that uses it (first match wins)
 SHARED_SERVERS = {"airflow_standalone": "standalone", "spark_cluster": "cluster"}
@@ -39,9 +45,15 @@ def _group(item: pytest.Item) -> str | None:
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which turns the markers into work units
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    for item in items:  # before xdist's own hook, which reads the markers
         group = _group(item)
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
+    yield  # the other plugins' hooks, xdist's among them
+    if config.getoption("loadgroup", default=False):  # true on xdist workers under --dist loadgroup
+        for item in items:
+            marker = item.get_closest_marker("xdist_group")
+            if marker is not None and "@" not in item.nodeid.rpartition("]")[2]:  # unless xdist wrote it
+                item._id = NodeId.parse(f"{item.nodeid}@{marker.args[0]}")
