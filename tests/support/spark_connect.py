@@ -31,6 +31,7 @@ class SparkConnectServer:
     url: str  # sc://127.0.0.1:<port>
     port: int
     log_file: Path
+    event_log_dir: Path  # the server's Spark event logs (the secrets test searches them)
 
     def airflow_connection(self) -> str:
         """The server as an Airflow connection of the apache-spark provider's ``spark_connect`` type,
@@ -44,12 +45,20 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _state_dir(port: int) -> Path:
+    return Path(os.environ.get("ARETL_SPARK_CONNECT_DIR") or REPO / ".cache" / "services" / f"spark-connect-{port}")
+
+
 def _script(command: str, port: int, timeout: float) -> subprocess.CompletedProcess:
+    events = _state_dir(port) / "events"
+    events.mkdir(parents=True, exist_ok=True)  # Spark wants the event log directory to exist
     env = {**os.environ, "PYTHON": sys.executable, "ARETL_TEST_SPARK_CONNECT_PORT": str(port),
            # a test-sized server: small shuffles, a modest heap (the machine is shared)
            "ARETL_SPARK_CONNECT_MASTER": "local[2]", "ARETL_SPARK_CONNECT_DRIVER_MEMORY": "1g",
            "ARETL_SPARK_CONNECT_CONF": "spark.sql.shuffle.partitions=4 spark.default.parallelism=4 "
-                                       "spark.sql.session.timeZone=UTC spark.databricks.delta.snapshotPartitions=2"}
+                                       "spark.sql.session.timeZone=UTC spark.databricks.delta.snapshotPartitions=2 "
+                                       f"spark.eventLog.enabled=true spark.eventLog.dir=file:{events} "
+                                       "spark.eventLog.compress=false"}
     return subprocess.run(["bash", str(SCRIPT), command], env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
@@ -64,10 +73,10 @@ def spark_connect_server():
         if not already_running:
             _script("stop", port, 120)  # a server that started too slowly must not outlive the session
         pytest.fail(f"Could not start the Spark Connect server:\n{started.stderr}", pytrace=False)
-    state_dir = os.environ.get("ARETL_SPARK_CONNECT_DIR") or REPO / ".cache" / "services" / f"spark-connect-{port}"
-    log_file = Path(state_dir) / "server.log"
+    state_dir = _state_dir(port)
     try:
-        yield SparkConnectServer(url=started.stdout.strip(), port=port, log_file=log_file)
+        yield SparkConnectServer(url=started.stdout.strip(), port=port, log_file=state_dir / "server.log",
+                                 event_log_dir=state_dir / "events")
     finally:
         if not already_running:
             _script("stop", port, 120)
