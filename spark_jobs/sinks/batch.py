@@ -94,18 +94,38 @@ class ChangeBatch(Sequence):
             records.append(ChangeRecord(op=op, key=key, data=key if op == "delete" else row, change=change, id=ident))
         return records
 
+    def not_utf8(self) -> dict[int, str]:
+        """The records whose text is not UTF-8, by position, each with the fields that hold it (a JSON
+        batch carries the column :func:`with_json` computed; other sinks see the bytes themselves)."""
+        if NOT_UTF8 not in self.table.column_names:
+            return {}
+        return {i: names for i, names in enumerate(self.column(NOT_UTF8)) if names}
+
+
+#: In a JSON batch, the fields of a record whose string value is not valid UTF-8 (comma-separated; empty
+#: when all are valid). JSON text cannot carry such bytes: the JVM's writer would replace them with
+#: U+FFFD, and the destination would receive an altered value with no one told.
+NOT_UTF8 = "_not_utf8"
+
 
 def with_json(frame, key_fields: Sequence[str], fields: Sequence[str]):
     """The operations as ``_op``, ``_change``, ``_key``, ``_key_json`` and ``_data_json``: the key and
     the row as compact JSON objects with sorted field names and nulls kept (``{"id":1}``,
     ``{"city":null,"id":1,"name":"ann"}``), written by the JVM (Spark's ``to_json``) inside the same
     stage, so no Python serialises a row; the fields themselves are not shipped to Python a second
-    time. A delete's ``_data_json`` is its key only, as the ChangeRecord's ``data`` is."""
+    time. A delete's ``_data_json`` is its key only, as the ChangeRecord's ``data`` is. Plus
+    :data:`NOT_UTF8`, so that a record JSON cannot carry faithfully is rejected instead of altered."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
 
     def as_json(names):
         return F.to_json(F.struct(*[F.col(f"`{n}`") for n in sorted(names)]), {"ignoreNullFields": "false"})
 
+    is_delete = F.col("_op") == "delete"
+    texts = [f.name for f in frame.schema if f.name in fields and isinstance(f.dataType, StringType)]
+    broken = [F.when(~F.is_valid_utf8(F.col(f"`{n}`")) & (F.lit(n in key_fields) | ~is_delete), F.lit(n))
+              for n in texts]
     key = as_json(key_fields)
     return frame.select(*META, key.alias("_key_json"),
-                        F.when(F.col("_op") == "delete", key).otherwise(as_json(fields)).alias("_data_json"))
+                        F.when(is_delete, key).otherwise(as_json(fields)).alias("_data_json"),
+                        (F.concat_ws(", ", *broken) if broken else F.lit("")).alias(NOT_UTF8))

@@ -145,6 +145,12 @@ def send_batch(sink: Sink, batch: ChangeBatch, policy: DeliveryPolicy, stats: St
     pending = batch
     rejects: list[Reject] = []
     attempts = 0
+    not_utf8 = batch.not_utf8()
+    if not_utf8:  # the destination would get these altered: the ledger keeps them, the rest goes on
+        rejects = [Reject(batch.ops[i], batch.changes[i], batch.ids[i],
+                          f"{sink.name}: the text in {names} is not valid UTF-8 (JSON cannot carry it as it is)", 1)
+                   for i, names in not_utf8.items()]
+        pending = batch.take(i for i in range(len(batch)) if i not in not_utf8)
 
     def reject(i: int, reason: str) -> None:
         rejects.append(Reject(pending.ops[i], pending.changes[i], pending.ids[i], reason, attempts))
@@ -194,7 +200,8 @@ def send_batch(sink: Sink, batch: ChangeBatch, policy: DeliveryPolicy, stats: St
         reraise=True,
     )
     try:
-        retrying(attempt)
+        if len(pending):
+            retrying(attempt)
     except RetryableError as exc:
         # transient every time: the destination is down or overloaded, not refusing this sync
         raise DestinationUnreachableError(

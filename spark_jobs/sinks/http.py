@@ -22,6 +22,8 @@ How responses are read:
 * Other 4xx — per-record errors from the body when present, else every record of the batch is
   rejected with the status and the start of the body.
 
+A record whose text is not UTF-8 is rejected before the request (JSON cannot carry it as it is).
+
 Connection: an Airflow HTTP connection gives the base URL (``schema://host:port``), basic auth
 (login/password; ``auth_type: bearer`` sends the password as a bearer token instead) and headers:
 its extras, the Airflow HttpHook convention, or an extra named ``headers``. Extras and password are

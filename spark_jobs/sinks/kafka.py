@@ -32,7 +32,10 @@ A message carries no operation: an insert and an update of the same key are the 
 record (the topic is an upsert stream). Only ``mirror`` ever writes tombstones.
 Messages are built without per-row Python: the key and value JSON are written by Spark in the JVM
 (``wants_json``; compact, field names sorted, nulls kept) and handed to ``produce`` as they are;
-delivery reports arrive for failures only (``delivery.report.only.error``).
+delivery reports arrive for failures only (``delivery.report.only.error``). A message the producer or
+the broker refuses (larger than ``message.max.bytes``, say) is that record's reject, with Kafka's
+reason, and a record whose text is not UTF-8 is rejected before it is produced (JSON cannot carry
+it); the rest of the sync goes on. Only a fatal producer error fails the sync.
 
 Connection: ``bootstrap_servers`` from the options, else the Airflow Kafka connection's extras (the
 client config, e.g. ``bootstrap.servers``, SASL settings — secrets) or its host:port; login/password
@@ -171,28 +174,41 @@ class KafkaSink(Sink):
         keys = table["_key_json"].to_pylist()
         tombstone = pc.equal(table["_op"], "delete")
         values = pc.if_else(tombstone, pa.scalar(None, pa.string()), table["_data_json"]).to_pylist()
+        from confluent_kafka import KafkaException
+
         producer, topic = self.producer, self.topic
         assert producer is not None, "the sink is not open"
         self.failed = []
+        outcomes: list[Outcome] = [None] * len(keys)
         produce = producer.produce
-        for key, value in zip(keys, values):
+        for i, (key, value) in enumerate(zip(keys, values)):
             try:
-                produce(topic, value, key)
-            except BufferError:  # local queue full: let deliveries drain it, then try again
-                self._produce_when_room(key, value)
+                try:
+                    produce(topic, value, key)
+                except BufferError:  # local queue full: let deliveries drain it, then try again
+                    self._produce_when_room(key, value)
+            except KafkaException as exc:  # refused before sending (e.g. larger than message.max.bytes)
+                outcomes[i] = self._outcome(exc.args[0], value)
         remaining = producer.flush(self.flush_timeout)
         if remaining:
             raise RetryableError(f"{remaining} Kafka message(s) to {topic!r} not acknowledged within "
                                  f"{self.flush_timeout:g}s")
-        outcomes: list[Outcome] = [None] * len(keys)
         if self.failed:
             index = {key.encode(): i for i, key in enumerate(keys)}
             for key, err in self.failed:
-                if err.fatal():
-                    raise DestinationError(f"Kafka producer failed for topic {topic!r}: {err.str()}")
-                outcomes[index[key]] = (Retry(err.str()) if err.retriable()
-                                        else Rejected(f"kafka {err.name()}: {err.str()}"))
+                i = index[key]
+                outcomes[i] = self._outcome(err, values[i])
         return outcomes
+
+    def _outcome(self, err, value: str | None) -> Outcome:
+        """A message the producer or the broker refused: the whole sync fails only when the producer
+        itself is unusable (a fatal error); one record's problem is retried or rejected alone."""
+        if err.fatal():
+            raise DestinationError(f"Kafka producer failed for topic {self.topic!r}: {err.str()}")
+        if err.retriable():
+            return Retry(err.str())
+        size = f" (value of {len(value.encode(errors='replace')):,} bytes)" if value is not None else ""
+        return Rejected(f"kafka {err.name()}: {err.str()}{size}")
 
     def _produce_when_room(self, key: str, value: str | None) -> None:
         assert self.producer is not None, "the sink is not open"

@@ -1,0 +1,45 @@
+"""The fault matrix of issue 15: what was tried against the product and held.
+
+Every test marked ``@pytest.mark.fault(kind, case)`` (here and in a few neighbouring modules) is one
+cell; a run prints the summary at its end (tests/support/fault_matrix.py), and a cell holds when its
+test passed, i.e. checked against the source itself that nothing was lost, nothing duplicated (or,
+for bad input, that nothing was written and the error names the problem). As of this branch:
+
+=================  =====  ==========================================================================
+kind               cells  what is checked
+=================  =====  ==========================================================================
+bad input          39     keys (null, duplicate, missing, NaN, too long for Postgres' index), empty
+                          source mirrored into a full destination, missing source path/table/JDBC
+                          table, schema drift (add, drop, type change, rename), unknown sink type or
+                          option, bad field_mapping, broken ``module:Class`` sinks, wide-table specs
+                          (key in a sequence group, a field in two, an unknown field, list-shaped),
+                          logical dates (older than the newest, one instant spelt several ways),
+                          column names (spaces, dots, SQL keywords, leading ``_``), values (NaN,
+                          ±inf, -0.0, decimals at full precision, SQL in values) into SQLite and
+                          Postgres, bytes that are not UTF-8 and very long strings into SQLite,
+                          Postgres, Kafka and HTTP (each record delivered as itself or in the
+                          reject ledger with the reason; the sync goes on), and a connection's
+                          secrets absent from argv, spec, result, XCom, logs, tables and the Spark
+                          event logs, in spark-submit and Spark Connect mode
+crash point        7      SIGKILL of the job after the snapshot MERGE; after a sync's delivery;
+                          after its reject-ledger write; mid-delivery with the re-run started at
+                          once while the killed run's workers still send; after a widen's fold
+                          (``sum`` not counted twice, ``_system/consumers`` caught up by the
+                          re-run); after the reverse-index update; a mirror sync failed midway
+                          through its deletes — each followed by a plain re-run that converges
+concurrency        4      two and three syncs of one consumer at once (exactly one winner per
+                          from-version, the committed version never moves backwards, the
+                          destination never behind it) and a stale re-run; two snapshot runs of one
+                          table; two widen runs of one wide table with a ``sum``
+storage fault      4      the snapshot sensor/trigger over S3 (moto): an outage keeps it waiting
+                          until the version appears, or times out saying so; a corrupt commit or a
+                          directory without a Delta log ends the wait at once
+destination fault  3      HTTP down for a whole run then back; a 5xx storm and 429 with
+                          Retry-After (bounded retries, no duplicate from the server's view);
+                          Postgres' connection dropped mid-delivery
+=================  =====  ==========================================================================
+
+Crash kills: two take a local Spark driver down with its JVM (the spark-submit crash); the others
+kill a Spark Connect client at the same driver-side point (tests/support/crash.py), which leaves the
+same lake state for a few seconds of process start instead of a JVM's start-up.
+"""

@@ -1,4 +1,4 @@
-"""Two runs that meet: two syncs of one consumer, two snapshot runs of one table, two widen runs of one
+"""Runs that meet: two and three syncs of one consumer, two snapshot runs of one table, two widen runs of one
 wide table. Each pair really runs at once (threads, each with its own Spark session, one warehouse);
 where the harmful interleaving is a narrow window, one run is held at the window (a wrapper around
 the real function, which then runs unchanged) until the other has committed. The loser fails with a
@@ -57,6 +57,39 @@ def test_two_syncs_of_one_consumer(spark, warehouse, tmp_path):
     # The next sync brings the destination to the source: nothing lost, nothing duplicated.
     p.sync(p.diff("crm"), destination, mode="mirror")
     assert p.committed() == 2 and sqlite_rows(tmp_path / "crm.db") == V2
+
+
+V3 = [(1, "ann", "oslo"), (4, "dan", "nice"), (5, "eve", "rome")]  # 3 deleted, 5 inserted
+
+
+@pytest.mark.fault("concurrency", "three syncs of one consumer at once, each to a different version")
+def test_three_syncs_of_one_consumer(spark, warehouse, tmp_path):
+    p = Pipeline(spark, warehouse, tmp_path)
+    database = tmp_path / "crm.db"
+    destination = {"type": "sqlite", "database": str(database), "table": "customers"}
+    p.sync(p.step(V0), destination, mode="mirror")
+    versions = (V1, V2, V3)
+    racers = [p.step(rows) for rows in versions]  # three DAG runs' diffs, all from version 0, to 1, 2 and 3
+
+    def sync(session, i):
+        return run(session, {"job": "sink", "warehouse": warehouse,
+                             **p.spec(racers[i], destination, mode="mirror", run_id=f"racer-{i}")})
+
+    results = race(spark, 3, sync)
+    winners = [i for i, r in enumerate(results) if r["status"] == "success"]
+    assert len(winners) == 1, results  # exactly one winner from version 0
+    [winner] = winners
+    assert all(r["error"]["type"] == "StaleCommitError" for i, r in enumerate(results) if i != winner), results
+    assert p.committed() == winner + 1
+    assert sqlite_rows(database) == sorted(versions[winner])  # the losers put back what they sent
+
+    p.sync(p.diff("crm"), destination, mode="mirror")  # the next run catches up: nothing lost, nothing twice
+    assert p.committed() == 3 and sqlite_rows(database) == sorted(V3)
+    # The consumer's commits, in order: one per from-version, never a version moved backwards.
+    log = [(r["seq"], r["committed_version"]) for r in p.system("consumers").where("consumer = 'crm'")
+           .orderBy("seq").collect()]
+    assert [seq for seq, _ in log] == list(range(1, len(log) + 1)), log
+    assert [v for _, v in log] == sorted(v for _, v in log) and log[:2] == [(1, 0), (2, winner + 1)], log
 
 
 def held(monkeypatch, module, name: str, thread_name: str, release: threading.Event, reached: threading.Event):

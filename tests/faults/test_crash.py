@@ -1,15 +1,21 @@
 """Crashes at every step: the job process is SIGKILLed at a named point (:mod:`spark_jobs.crashpoints`),
 then the same spec is run again, plainly, and must converge: the destination equals the source, no
 record twice, no change lost, a wide table's ``sum`` not double-counted, the reverse index consistent.
-A mirror sync killed midway must be retryable (§7.3)."""
+A mirror sync killed midway must be retryable (§7.3).
+
+Two kills take a local Spark driver down with its JVM (the spark-submit crash: a sync at a point and
+a sync mid-delivery); the others kill a Spark Connect client of the test server (tests/support/crash.py
+says why that leaves the same lake state), which costs seconds instead of a JVM start each."""
 
 from __future__ import annotations
 
 import sqlite3
+import time
+from pathlib import Path
 
 import pytest
 
-from tests.support.crash import killed_at
+from tests.support.crash import killed_at, killed_when
 from tests.support.jobs import job, rows_of, write_parquet
 from tests.support.pipeline import Pipeline
 from tests.support.wide_lake import Lake
@@ -45,14 +51,14 @@ def refuse_city(tmp_path, city: str, refuse: bool = True):
 
 
 @pytest.mark.fault("crash point", "snapshot: after the MERGE committed, before the job's result and lineage")
-def test_snapshot_killed_after_its_merge(spark, warehouse, tmp_path):
+def test_snapshot_killed_after_its_merge(spark, warehouse, tmp_path, spark_connect_server):
     p = Pipeline(spark, warehouse, tmp_path)
     p.sync(p.step(V0), destination(tmp_path), mode="mirror")
     write_parquet(spark, p.source, V1, p.schema)
     spec = {"job": "snapshot", "warehouse": warehouse, "name": "customers", "primary_key": ["id"],
             "source": {"format": "parquet", "path": p.source}, "logical_date": "2026-01-02T00:00:00+00:00",
             "run_id": "run-2"}
-    killed_at("snapshot.merged", spec, tmp_path)
+    killed_at("snapshot.merged", spec, tmp_path, spark_connect_server.url)
     again = rerun(spark, spec)
     assert again["reused"] and again["version"] == 1  # the killed run's commit is the date's one version
     history = spark.sql(f"DESCRIBE HISTORY delta.`{warehouse}/snapshots/customers`").collect()
@@ -69,19 +75,51 @@ def test_sync_killed_after_delivery(spark, warehouse, tmp_path):
     spec = {"job": "sink", "warehouse": warehouse, **p.spec(changes, destination(tmp_path), mode="mirror")}
     killed_at("sink.delivered", spec, tmp_path)
     assert sqlite_rows(tmp_path) == sorted(V1) and p.committed() == 0  # delivered, not committed
+    assert not (Path(warehouse) / "_system" / "tmp").exists()  # no scratch left to clean up (§7.7)
     again = rerun(spark, spec)  # resends what was delivered, idempotently
     assert again["committed"] and p.committed() == 1
     assert sqlite_rows(tmp_path) == sorted(V1)
 
 
+@pytest.mark.parametrize("mode", [
+    pytest.param("spark_submit", marks=pytest.mark.fault(
+        "crash point", "sink: driver killed mid-delivery, re-run at once while its workers still send")),
+    pytest.param("spark_connect", marks=pytest.mark.fault(
+        "crash point", "sink: Connect client killed mid-delivery, re-run at once while the server still sends")),
+])
+def test_a_sync_re_run_at_once_after_a_kill_mid_delivery(spark, warehouse, tmp_path, http_destination, request,
+                                                         mode):
+    """After a SIGKILL of the driver, its JVM takes a moment to exit, and until then its Python workers
+    go on sending (issue 15 §7.7); a killed Spark Connect client leaves its running operation to the
+    server. The plain re-run is harmless alongside them: both send the same change set — each key's
+    one net change, as of the same version — and every write is an idempotent upsert or delete, so
+    whatever order their requests land in, the destination ends as the source. The two runs post to
+    different paths so the test can count what the killed one still sent after it died."""
+    http_destination.hang(times=None, seconds=0.05, then="apply")  # a slowish destination: 20 requests/s
+    rows = [(i, f"n{i}", "x") for i in range(60)]
+    p = Pipeline(spark, warehouse, tmp_path)
+    changes = p.step(rows)
+    base = http_destination.base_url
+    spec = {"job": "sink", "warehouse": warehouse,
+            **p.spec(changes, {"type": "http", "url": f"{base}/killed"}, delivery={"batch_size": 1})}
+    connect_url = request.getfixturevalue("spark_connect_server").url if mode == "spark_connect" else None
+    dead_at = killed_when(spec, tmp_path, lambda: http_destination.request_count >= 5, connect_url)
+    again = rerun(spark, {**spec, "destination": {"type": "http", "url": f"{base}/rerun"}})
+    assert again["committed"] and p.committed() == 0
+    time.sleep(2)  # whatever the killed run's workers still had in hand has landed by now
+    late = [r for r in http_destination.requests if r.path == "/killed" and r.received_at > dead_at]
+    print(f"{mode}: requests of the killed run received after it died: {len(late)}")
+    assert http_destination.table == {i: {"id": i, "name": name, "city": city} for i, name, city in rows}
+
+
 @pytest.mark.fault("crash point", "sink: after the reject-ledger write, before the consumer commit")
-def test_sync_killed_after_the_reject_ledger(spark, warehouse, tmp_path):
+def test_sync_killed_after_the_reject_ledger(spark, warehouse, tmp_path, spark_connect_server):
     refuse_city(tmp_path, "bad")
     p = Pipeline(spark, warehouse, tmp_path)
     p.sync(p.step(V0), destination(tmp_path), mode="mirror")
     changes = p.step(V1)  # row 4 is refused by the destination
     spec = {"job": "sink", "warehouse": warehouse, **p.spec(changes, destination(tmp_path), mode="mirror")}
-    killed_at("sink.ledger_settled", spec, tmp_path)
+    killed_at("sink.ledger_settled", spec, tmp_path, spark_connect_server.url)
     [entry] = p.ledger()
     assert entry["key"] == '{"id":4}' and p.committed() == 0
     again = rerun(spark, spec)
@@ -99,20 +137,33 @@ TOTALS = {"name": "totals", "primary_key": ["k"], "aggregations": {"amount": "su
 
 
 @pytest.mark.fault("crash point", "widen: after the wide-table fold, before the merged versions' commit")
-def test_widen_killed_between_its_merge_and_the_consumer_commit(spark, warehouse, tmp_path):
+def test_widen_killed_between_its_merge_and_the_consumer_commit(spark, warehouse, tmp_path, spark_connect_server):
     lake = Lake(spark, warehouse)
     lake.record("sales", [(1, 10), (2, 20)], SALES, "k")
     lake.widen(TOTALS)
-    once = lake.wide("totals", "k", "amount")
+    assert lake.wide("totals", "k", "amount") == [(1, 10), (2, 20)]
     lake.record("sales", [(1, 10), (2, 25), (3, 30)], SALES, "k")
     spec = {"job": "widen", "warehouse": warehouse, "wide": TOTALS, "run_id": "w-killed",
             "logical_date": "2026-01-02T00:00:00+00:00"}
-    killed_at("widen.merged", spec, tmp_path)
+    killed_at("widen.merged", spec, tmp_path, spark_connect_server.url)
     folded = lake.wide("totals", "k", "amount")
-    assert folded != once  # the fold committed before the kill
+    assert folded == [(1, 10), (2, 25), (3, 30)]  # the fold committed before the kill ...
+    assert merged_by_widen(spark, warehouse) == 0  # ... and _system/consumers is one version behind
     again = rerun(spark, spec)  # finds its changes merged (the fold's commit metadata says so): no second fold
     assert again["sources"]["sales"] == {"table": "snapshots/sales", "from_version": 1, "to_version": 1}
     assert lake.wide("totals", "k", "amount") == folded
+    assert merged_by_widen(spark, warehouse) == 1  # the re-run brought the consumer state to the wide table
+    lake.record("sales", [(1, 10), (2, 25), (3, 30), (4, 40)], SALES, "k")
+    lake.widen(TOTALS)  # the next run folds version 2 only: 2 and 3 are not counted again
+    assert lake.wide("totals", "k", "amount") == [*folded, (4, 40)] and merged_by_widen(spark, warehouse) == 2
+
+
+def merged_by_widen(spark, warehouse) -> int | None:
+    """The version of snapshots/sales that _system/consumers says the totals wide table merged."""
+    from spark_jobs.consumers import committed_versions
+    from spark_jobs.contract import Warehouse
+
+    return committed_versions(spark, Warehouse(warehouse), "widen:totals").get(("snapshots/sales", "widen:totals"))
 
 
 INFO = "order_id INT, customer_id STRING, amount INT"
@@ -124,7 +175,7 @@ ORDERS = {"name": "orders", "primary_key": ["order_id"],
 
 
 @pytest.mark.fault("crash point", "widen: after the reverse-index update, before the left join's merge")
-def test_widen_killed_during_the_reverse_index_update(spark, warehouse, tmp_path):
+def test_widen_killed_during_the_reverse_index_update(spark, warehouse, tmp_path, spark_connect_server):
     lake = Lake(spark, warehouse)
     lake.record("order_info", [(1, "c1", 10), (2, "c1", 20), (3, "c2", 30)], INFO, "order_id")
     lake.record("customer", [("c1", "Ann")], CUSTOMER, "id")
@@ -133,7 +184,7 @@ def test_widen_killed_during_the_reverse_index_update(spark, warehouse, tmp_path
     lake.record("order_info", [(1, "c2", 10), (2, "c1", 20), (3, "c2", 30)], INFO, "order_id")
     spec = {"job": "widen", "warehouse": warehouse, "wide": ORDERS, "run_id": "w-killed",
             "logical_date": "2026-01-02T00:00:00+00:00"}
-    killed_at("widen.index_updated", spec, tmp_path)
+    killed_at("widen.index_updated", spec, tmp_path, spark_connect_server.url)
     rerun(spark, spec)
     assert lake.wide("orders", "order_id", "customer_id", "customer_name", "amount") == [
         (1, "c2", "Bob", 10), (2, "c1", "Anna", 20), (3, "c2", "Bob", 30)]

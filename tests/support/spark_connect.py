@@ -36,6 +36,7 @@ class SparkConnectServer:
     url: str  # sc://127.0.0.1:<port>
     port: int
     log_file: Path
+    event_log_dir: Path  # the server's Spark event logs (the secrets test searches them)
 
     def airflow_connection(self) -> str:
         """The server as an Airflow connection of the apache-spark provider's ``spark_connect`` type,
@@ -49,12 +50,20 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _state_dir(port: int) -> Path:
+    return Path(os.environ.get("ARETL_SPARK_CONNECT_DIR") or REPO / ".cache" / "services" / f"spark-connect-{port}")
+
+
 def _script(command: str, port: int, timeout: float) -> subprocess.CompletedProcess:
+    events = _state_dir(port) / "events"
+    events.mkdir(parents=True, exist_ok=True)  # Spark wants the event log directory to exist
     env = {**os.environ, "PYTHON": sys.executable, PORT_ENV: str(port),
            # a test-sized server: small shuffles, a modest heap (the machine is shared)
            "ARETL_SPARK_CONNECT_MASTER": "local[2]", "ARETL_SPARK_CONNECT_DRIVER_MEMORY": "1g",
            "ARETL_SPARK_CONNECT_CONF": "spark.sql.shuffle.partitions=4 spark.default.parallelism=4 "
-                                       "spark.sql.session.timeZone=UTC spark.databricks.delta.snapshotPartitions=2"}
+                                       "spark.sql.session.timeZone=UTC spark.databricks.delta.snapshotPartitions=2 "
+                                       f"spark.eventLog.enabled=true spark.eventLog.dir=file:{events} "
+                                       "spark.eventLog.compress=false"}
     return subprocess.run(["bash", str(SCRIPT), command], env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
@@ -88,8 +97,9 @@ def spark_connect_server():
     if started.returncode != 0:
         # a server that started too slowly must not outlive the run: pytest_unconfigure stops it
         pytest.fail(f"Could not start the Spark Connect server:\n{started.stderr}", pytrace=False)
-    state_dir = os.environ.get("ARETL_SPARK_CONNECT_DIR") or REPO / ".cache" / "services" / f"spark-connect-{port}"
-    return SparkConnectServer(url=started.stdout.strip(), port=port, log_file=Path(state_dir) / "server.log")
+    state_dir = _state_dir(port)
+    return SparkConnectServer(url=started.stdout.strip(), port=port, log_file=state_dir / "server.log",
+                              event_log_dir=state_dir / "events")
 
 
 @pytest.fixture

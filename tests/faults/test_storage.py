@@ -92,6 +92,7 @@ def first_event(trigger):
     return asyncio.run(run())
 
 
+@pytest.mark.fault("storage fault", "storage outage while the trigger polls: waits, finds the version on recovery")
 def test_a_storage_outage_keeps_the_trigger_waiting_until_the_version_appears(spark, warehouse, tmp_path,
                                                                               s3_server, capfd):
     src, local = str(tmp_path / "src"), f"{warehouse}/snapshots/orders"
@@ -122,6 +123,7 @@ def test_a_storage_outage_keeps_the_trigger_waiting_until_the_version_appears(sp
     assert f"still waiting for Delta table {remote} to have a version for logical date {D.format(2)}" in log
 
 
+@pytest.mark.fault("storage fault", "storage outage past the deadline: times out saying the storage was down")
 def test_an_outage_past_the_deadline_times_out_saying_so(s3_server):
     remote = f"s3://{BUCKET}/warehouse/snapshots/orders"
     s3_server.stop()
@@ -131,6 +133,7 @@ def test_an_outage_past_the_deadline_times_out_saying_so(s3_server):
     assert f"waiting for Delta table {remote} to have a version >= 0 (the storage was unavailable" in event["message"]
 
 
+@pytest.mark.fault("storage fault", "corrupt Delta commit: ends the wait, fails the sensor without retries")
 def test_a_corrupt_commit_ends_the_wait_and_fails_the_sensor_without_retries(spark, warehouse, tmp_path, s3_server):
     import s3fs
 
@@ -154,6 +157,7 @@ def test_a_corrupt_commit_ends_the_wait_and_fails_the_sensor_without_retries(spa
         sensor.poke({})
 
 
+@pytest.mark.fault("storage fault", "a directory of plain files (no Delta log): ends the wait as a config error")
 def test_a_directory_of_plain_files_is_not_waited_for(spark, warehouse):
     plain = f"{warehouse}/snapshots/orders"
     write_parquet(spark, plain, [(1, "a")], "id INT, v STRING")  # parquet, not Delta: Spark leaves _SUCCESS
