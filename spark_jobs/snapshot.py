@@ -21,6 +21,10 @@ checked when it was recorded, so a key can only turn null or duplicate through a
 keys are looked up in the table, which scans its key column only). Whenever the
 fast path cannot apply (first run, another source or key, a commit since that is not this source's
 snapshot, a changed schema, no CDF over the range) the run reads the full extract.
+
+An upsert-kafka topic source (``{"format": "kafka", ...}``, :mod:`spark_jobs.upsert_kafka`) works the
+same way with offsets instead of versions: every commit records the end offsets it read
+(``source_offsets``), and the next run reads on from them and MERGEs the new per-key states.
 """
 
 from __future__ import annotations

@@ -51,6 +51,10 @@ _CORRUPT = "_aretl_corrupt"  # from_json's column for a key or value that does n
 _LAST = "_aretl_last"  # per key: the struct of the last message's values and tombstone flag
 _PARSE = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
 _METADATA_TIMEOUT_S = 30.0
+#: Spark's Kafka source fails on any offset gap by default (failOnDataLoss), and log compaction — the
+#: point of an upsert topic — leaves gaps (SPARK-17147/23685). Offsets lost to retention are caught
+#: before the read instead (:func:`read_on` compares the recorded offsets with the earliest held).
+_READ_DEFAULTS = {"failOnDataLoss": "false"}
 
 Record = Callable[..., dict[str, Any]]  # spark_jobs.snapshot._record_if_unchanged(spark, uri, metadata, base)
 
@@ -194,7 +198,8 @@ def states(spark, read: TopicRead, key: list[str]):
     schema = row_schema(spark, read.source, key)
     topic = read.source.topic
     parts = [p for p in sorted(read.end) if read.end[p] > read.start[p]]
-    reader = spark.read.format("kafka").options(**{**spark_kafka_options(read.config), **read.source.options})
+    reader = spark.read.format("kafka").options(**{**_READ_DEFAULTS, **spark_kafka_options(read.config),
+                                                   **read.source.options})
     raw = (reader.option("assign", json.dumps({topic: parts}))
            .option("startingOffsets", json.dumps({topic: {str(p): read.start[p] for p in parts}}))
            .option("endingOffsets", json.dumps({topic: {str(p): read.end[p] for p in parts}}))
