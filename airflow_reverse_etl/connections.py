@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
+from spark_jobs.kafka_clients import brokers  # import-safe: no pyspark
 
 JDBC_SCHEMES = {"postgres": ("postgresql", "org.postgresql.Driver"), "mysql": ("mysql", "com.mysql.cj.jdbc.Driver")}
 
@@ -47,7 +48,25 @@ def jdbc_source(conn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def destination_settings(conn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """A destination's ``connection`` block (public fields) and its secrets.
+    """A destination's ``connection`` block (public fields) and its secrets (:func:`connection_settings`)."""
+    return connection_settings(conn_id, "destination")
+
+
+def kafka_source(conn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A Kafka source's settings from a Kafka connection, read as the Kafka sink reads its own
+    (:mod:`spark_jobs.kafka_clients`): the connection block and secrets, plus the brokers in the
+    open (``bootstrap_servers``, from the extras or host:port) so that the snapshot can name its source."""
+    settings, secrets = connection_settings(conn_id, "source")
+    conn = _connection(conn_id)
+    servers = conn.extra_dejson.get("bootstrap.servers") or (brokers(conn.host, conn.port) if conn.host else None)
+    if servers:
+        settings["bootstrap_servers"] = servers
+    return settings, secrets
+
+
+def connection_settings(conn_id: str, role: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A connection's public fields (``connection``) and its secrets for a ``role`` ("destination",
+    "source").
 
     The password is a secret, and so are the extras: they carry API tokens and auth headers (HTTP),
     SASL settings (Kafka) or TLS key paths, so they travel as JSON in an environment variable and the
@@ -59,10 +78,10 @@ def destination_settings(conn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
     secrets = {}
     secrets_env = {}
     if conn.password:
-        secrets_env["password"] = secret_env("destination")
+        secrets_env["password"] = secret_env(role)
         secrets[secrets_env["password"]] = conn.password
     if extra:
-        secrets_env["extra"] = "ARETL_SECRET_DESTINATION_EXTRA"
+        secrets_env["extra"] = f"ARETL_SECRET_{role.upper()}_EXTRA"
         secrets[secrets_env["extra"]] = json.dumps(extra)
     return {"connection": public, "secrets_env": secrets_env}, secrets
 

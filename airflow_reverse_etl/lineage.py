@@ -17,7 +17,7 @@ import os
 from typing import Any, Sequence
 from urllib.parse import urlsplit
 
-from spark_jobs.sinks.kafka import brokers
+from spark_jobs.kafka_clients import brokers
 
 # Hadoop's connector schemes name the same stores as OpenLineage's plain ones.
 _SCHEMES = {"s3a": "s3", "s3n": "s3", "gs": "gs", "abfss": "abfss", "wasbs": "wasbs"}

@@ -21,6 +21,10 @@ checked when it was recorded, so a key can only turn null or duplicate through a
 keys are looked up in the table, which scans its key column only). Whenever the
 fast path cannot apply (first run, another source or key, a commit since that is not this source's
 snapshot, a changed schema, no CDF over the range) the run reads the full extract.
+
+An upsert-kafka topic source (``{"format": "kafka", ...}``, :mod:`spark_jobs.upsert_kafka`) works the
+same way with offsets instead of versions: every commit records the end offsets it read
+(``source_offsets``), and the next run reads on from them and MERGEs the new per-key states.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from spark_jobs import crashpoints, rebuild
+from spark_jobs import crashpoints, rebuild, upsert_kafka
 from spark_jobs.columns import CDF_COLUMNS, check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
 from spark_jobs.diff import AFTER_TYPES, net_changes
@@ -87,6 +91,8 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
 
     # a Delta source is pinned to the exact version read: the result names it, the commit records it
     source = pin_delta_source(spark, source, logical_date)
+    # a Kafka source is fixed at the end offsets of its partitions now (spark_jobs.upsert_kafka)
+    topic = upsert_kafka.fix({**source, "key": key}) if source.get("format") == "kafka" else None
     metadata: dict[str, Any] = {
         "job": "snapshot",
         "logical_date": logical_date,
@@ -96,6 +102,8 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     }
     if source.get("format") == "delta" and source.get("version") is not None:
         metadata["source_version"] = int(source["version"])
+    if topic is not None:
+        metadata["source_offsets"] = topic.end_offsets()
     if rebuilding is not None:
         metadata["rebuild"] = rebuilding
 
@@ -113,10 +121,19 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
             entry = _apply_source_changes(spark, uri, source, key, name, since,
                                           int(entries[0]["metadata"]["rows"]), metadata, base)
         return _result(wh, rel, entry, source, reused=False, read="change_data_feed")
+    # a Kafka source reads on from the offsets the head recorded, unless it replays the whole topic
+    read_on = (upsert_kafka.read_on(spark, uri, topic, key, entries[0])
+               if topic is not None and entries is not None and rebuilding is None else None)
+    if entries is not None and read_on is not None:
+        with on_top_of(spark, base):
+            entry = upsert_kafka.apply(spark, uri, read_on, key, int(entries[0]["metadata"]["rows"]), metadata,
+                                       base, _record_if_unchanged)
+        return _result(wh, rel, entry, source, reused=False, read="kafka_offsets", source_ref=read_on.reference())
 
     from pyspark import StorageLevel
 
-    df = read_source(spark, source).persist(StorageLevel.MEMORY_AND_DISK)
+    df = (upsert_kafka.table(spark, topic, key) if topic is not None
+          else read_source(spark, source)).persist(StorageLevel.MEMORY_AND_DISK)
     entry = None
     try:
         check_column_names(df.columns, f"Snapshot {name}")
@@ -136,7 +153,8 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
 
     entry = entry or _own_commit(spark, uri, metadata, base)
     replayed = rebuild.finish(spark, spec, uri, entry, _merge) if rebuilding is not None else None
-    return _result(wh, rel, entry, source, reused=False, replayed=replayed)
+    return _result(wh, rel, entry, source, reused=False, replayed=replayed,
+                   source_ref=topic.reference() if topic is not None else None)
 
 
 def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict[str, Any],
@@ -358,16 +376,19 @@ def _own_commit(spark, uri: str, metadata: dict[str, Any], base: int) -> dict[st
 
 
 def _result(wh: Warehouse, rel: str, entry: dict[str, Any], source: dict[str, Any], reused: bool,
-            read: str | None = "full_extract", replayed: dict[str, int] | None = None) -> SnapshotResult:
+            read: str | None = "full_extract", replayed: dict[str, int] | None = None,
+            source_ref: dict[str, Any] | None = None) -> SnapshotResult:
     """The job result for the snapshot commit ``entry``; a first write's metrics only know output rows.
-    ``read`` says how the source was read: ``full_extract``, ``change_data_feed`` (the fast path) or
-    None (a re-run that read nothing); ``replayed`` the later dates a rebuild recorded again."""
+    ``read`` says how the source was read: ``full_extract``, ``change_data_feed`` (the fast path),
+    ``kafka_offsets`` (a Kafka topic read on from the recorded offsets) or None (a re-run that read
+    nothing); ``replayed`` the later dates a rebuild recorded again; ``source_ref`` the input as the
+    read names it (a Kafka topic: the offsets read), by default the source's name, location and version."""
     metadata, metrics, version = entry["metadata"], entry["operationMetrics"], entry["version"]
     inserted = int(metrics.get("numTargetRowsInserted", metrics.get("numOutputRows", 0)))
     updated = int(metrics.get("numTargetRowsUpdated", 0))
     deleted = int(metrics.get("numTargetRowsDeleted", 0))
-    source_ref = {"name": describe(source), "uri": source.get("path") or source.get("url"),
-                  "version": source.get("version")}
+    source_ref = source_ref or {"name": describe(source), "uri": source.get("path") or source.get("url"),
+                                "version": source.get("version")}
     out = table_ref(wh, rel, version)
     return SnapshotResult(
         table=rel,

@@ -7,9 +7,13 @@ Source spec (JSON)::
                        "driver": "org.postgresql.Driver", "options": {"fetchsize": "10000"}}
     {"format": "delta", "path": "...", "version": 12 | "timestamp": "2026-01-01T00:00:00"}
     {"format": "parquet" | "csv", "path": "...", "schema": "id INT, name STRING", "options": {...}}
+    {"format": "kafka", "bootstrap_servers": "host:9092", "topic": "...", "key": ["id"],
+                        "value_format": "json", "value_schema": "id INT, name STRING", "full_reread": false}
 
 A password never appears in the spec: ``password_env`` names the environment variable that holds it
-(set by the Airflow hook in the spark-submit process only).
+(set by the Airflow hook in the spark-submit process only); a Kafka source's connection secrets travel
+the same way (``secrets_env``). A Kafka source is an upsert-kafka topic (:mod:`spark_jobs.upsert_kafka`):
+the snapshot job reads it incrementally, from the offsets its last version recorded.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ import os
 import re
 from typing import Any
 
+from spark_jobs import upsert_kafka
 from spark_jobs.errors import ConfigError
 
-FORMATS = ("jdbc", "delta", "parquet", "csv")
+FORMATS = ("jdbc", "delta", "parquet", "csv", "kafka")
 
 
 def describe(source: dict[str, Any]) -> str:
@@ -28,6 +33,8 @@ def describe(source: dict[str, Any]) -> str:
     fmt = source.get("format")
     if fmt == "jdbc":
         return f"{source.get('url')}#{source.get('table') or 'query'}"
+    if fmt == "kafka":
+        return upsert_kafka.describe(source)
     return f"{fmt}:{source.get('path')}"
 
 
@@ -38,6 +45,11 @@ def read_source(spark, source: dict[str, Any]):
     options = {k: str(v) for k, v in (source.get("options") or {}).items()}
     if fmt == "jdbc":
         return _read_jdbc(spark, source, options)
+    if fmt == "kafka":  # the whole topic up to its end offsets now (the snapshot job reads on incrementally)
+        read = upsert_kafka.fix(source)
+        if not read.source.key:
+            raise ConfigError("A kafka source read on its own needs its 'key' (the message key's fields)")
+        return upsert_kafka.table(spark, read, read.source.key)
     path = source.get("path")
     if not path:
         raise ConfigError(f"A {fmt} source needs a 'path'")

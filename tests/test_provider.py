@@ -88,7 +88,7 @@ def test_connection_types_load_in_airflow_with_their_forms_and_hooks(monkeypatch
 
 
 def test_kafka_connection_host_may_list_the_brokers():
-    from spark_jobs.sinks.kafka import brokers
+    from spark_jobs.kafka_clients import brokers
 
     assert brokers("b1:9092,b2:9092", None) == "b1:9092,b2:9092"
     assert brokers("broker", None) == "broker:9092"

@@ -42,7 +42,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_reverse_etl import config
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlInfrastructureError, job_failure
-from spark_jobs.contract import DELTA_CONF, DELTA_PACKAGE, JobSpec, Warehouse
+from spark_jobs.contract import DELTA_CONF, SPARK_PACKAGES, JobSpec, Warehouse
 from spark_jobs.session import local_jars  # import-safe: no pyspark
 
 
@@ -143,7 +143,7 @@ class SparkJobHook(BaseHook):
             raise ReverseEtlConfigError(f"[reverse_etl] jars_dir: {exc}") from None
         if jars:
             return ",".join(jars), conf
-        conf.setdefault("spark.jars.packages", DELTA_PACKAGE)
+        conf.setdefault("spark.jars.packages", SPARK_PACKAGES)
         return None, conf
 
     def _job_dir(self, job: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Sequence
 
-from airflow_reverse_etl.connections import jdbc_source
+from airflow_reverse_etl.connections import jdbc_source, kafka_source
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
 from spark_jobs.contract import SnapshotSpec
 
@@ -24,10 +24,12 @@ class SnapshotOperator(ReverseEtlJobOperator):
     retryable ``ReverseEtlConcurrentWriteError``.
 
     :param name: snapshot name; the table is ``<warehouse>/snapshots/<name>``.
-    :param source: ``{"format": "jdbc"|"delta"|"parquet"|"csv", ...}`` (see ``spark_jobs.sources``);
-        for JDBC give ``table`` or ``query`` and ``source_conn_id``.
+    :param source: ``{"format": "jdbc"|"delta"|"parquet"|"csv"|"kafka", ...}`` (see ``spark_jobs.sources``);
+        for JDBC give ``table`` or ``query`` and ``source_conn_id``; for an upsert-kafka topic
+        ``topic`` and ``value_schema`` (``spark_jobs.upsert_kafka``: read on from recorded offsets).
     :param primary_key: key column(s).
-    :param source_conn_id: Airflow connection of a JDBC source (postgres, mysql or jdbc).
+    :param source_conn_id: Airflow connection of a JDBC source (postgres, mysql or jdbc), or of a Kafka
+        source (a ``reverse_etl_kafka`` or ``kafka`` connection: brokers, SASL login, extras).
     :param allow_schema_evolution: add new source columns / null out dropped ones instead of failing.
     :param on_past_date: ``"refuse"`` (default) or ``"rebuild"`` (templated, e.g. from the run's conf):
         record a date older than the newest recorded one by rebuilding forward — restore the table to
@@ -63,7 +65,10 @@ class SnapshotOperator(ReverseEtlJobOperator):
         """The snapshot spec's fields (the source with its connection's settings) and the secrets."""
         source = dict(self.source)
         secrets: dict[str, str] = {}
-        if self.source_conn_id:
+        if self.source_conn_id and source.get("format") == "kafka":
+            settings, secrets = kafka_source(self.source_conn_id)
+            source = {**settings, **source}
+        elif self.source_conn_id:
             settings, secrets = jdbc_source(self.source_conn_id)
             source = {"format": "jdbc", **settings, **source}
         return {"name": self.name, "source": source, "primary_key": self.primary_key,

@@ -19,6 +19,7 @@ from spark_jobs.contract.base import JobResult, JobSpec, resolved_at_run_time
 from spark_jobs.contract.layout import (
     DELTA_CONF,
     DELTA_PACKAGE,
+    SPARK_PACKAGES,
     Warehouse,
     parse_commit_metadata,
     change_set_version,
@@ -46,6 +47,7 @@ from spark_jobs.contract.specs import (
     BackfillSpec,
     DiffSpec,
     HistorySpec,
+    KafkaSource,
     MaintenanceSpec,
     RestoreSpec,
     RetentionSpec,
@@ -58,9 +60,9 @@ from spark_jobs.contract.specs import (
 )
 
 __all__ = [
-    "DELTA_CONF", "DELTA_PACKAGE", "PAST_DATE_POLICIES", "SINK_MODES", "SPECS",
+    "DELTA_CONF", "DELTA_PACKAGE", "PAST_DATE_POLICIES", "SINK_MODES", "SPARK_PACKAGES", "SPECS",
     "BackfillResult", "BackfillSpec", "DiffResult", "DiffSpec", "HistoryResult", "HistorySpec", "JobResult",
-    "JobSpec", "MaintenanceResult", "MaintenanceSpec", "RestoreResult", "RestoreSpec", "RetentionResult",
+    "JobSpec", "KafkaSource", "MaintenanceResult", "MaintenanceSpec", "RestoreResult", "RestoreSpec", "RetentionResult",
     "RetentionSpec", "SavepointResult", "SavepointSpec", "SinkResult", "SinkSpec", "SnapshotResult", "SnapshotSpec",
     "Warehouse", "WidenResult",
     "WidenSpec", "resolved_at_run_time", "change_set_version", "job_dir_started", "parse_commit_metadata",

@@ -133,6 +133,33 @@ def resolved_at_run_time(value: Any) -> bool:
     return not isinstance(value, (int, float, bool, date, type(None)))
 
 
+def checked(where: str, name: str, check: Check, value: Any) -> Any:
+    """``value`` as field ``name``'s check normalizes it; a refused value is a ConfigError naming both."""
+    try:
+        return check(value)
+    except Invalid as allowed:
+        raise ConfigError(f"{where}: {name}={value!r} is not allowed; expected {allowed}") from None
+
+
+def check_fields(obj: Any, where: str) -> None:
+    """Run the check of every field of the frozen dataclass ``obj`` (declared with :func:`option`),
+    storing the normalized values: a job spec, or a part of one with fields of its own (a source)."""
+    for f in fields(obj):
+        check = f.metadata.get("check")
+        if check is not None:
+            object.__setattr__(obj, f.name, checked(where, f.name, check, getattr(obj, f.name)))
+
+
+def known_values(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """The keyword arguments of dataclass ``cls`` from its JSON form: a null value means "the
+    default"; unknown keys are refused, so a misspelt option fails instead of being silently ignored."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; the keys are {sorted(known)}")
+    return {k: v for k, v in data.items() if v is not None}
+
+
 def _plain(value: Any) -> Any:
     """JSON-ready form of a field value (nested specs such as the wide table have ``to_dict``)."""
     return value.to_dict() if hasattr(value, "to_dict") else value
@@ -154,18 +181,12 @@ class JobSpec:
     task_id: str | None = option(None, optional(text))
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            check = f.metadata.get("check")
-            if check is not None:
-                object.__setattr__(self, f.name, self._checked(f.name, check, getattr(self, f.name)))
+        check_fields(self, f"{self.job} spec")
         self.validate()
 
     @classmethod
     def _checked(cls, name: str, check: Check, value: Any) -> Any:
-        try:
-            return check(value)
-        except Invalid as allowed:
-            raise ConfigError(f"{cls.job} spec: {name}={value!r} is not allowed; expected {allowed}") from None
+        return checked(f"{cls.job} spec", name, check, value)
 
     def validate(self) -> None:
         """Rules across fields (overridden where a job has some)."""
@@ -184,11 +205,7 @@ class JobSpec:
         job = values.pop("job", cls.job)
         if job != cls.job:
             raise ConfigError(f"A {cls.job} spec cannot run job {job!r}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ConfigError(f"{cls.job} spec: unknown key(s) {unknown}; the keys are {sorted(known)}")
-        return cls(**{k: v for k, v in values.items() if v is not None})
+        return cls(**known_values(cls, values, f"{cls.job} spec"))
 
     @classmethod
     def of(cls: type[S], **values: Any) -> S:

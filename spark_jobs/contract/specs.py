@@ -8,9 +8,11 @@ from typing import Any, ClassVar
 from spark_jobs.contract.base import (
     Invalid,
     JobSpec,
+    check_fields,
     flag,
     fraction,
     integer,
+    known_values,
     mapping,
     names,
     non_negative,
@@ -56,6 +58,60 @@ def wide_table(value: Any) -> WideTable:
     return value if isinstance(value, WideTable) else parse_wide_table(value)
 
 
+#: Spark Kafka source options the job sets itself from the offsets it fixes (spark_jobs.upsert_kafka)
+KAFKA_READ_OPTIONS = ("assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets",
+                      "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
+                      "endingOffsetsByTimestamp")
+
+
+def kafka_options(value: Any) -> dict[str, str]:
+    """Spark Kafka source options (``kafka.<Java client setting>``, ``minPartitions``, ...); never
+    the offsets, which the snapshot fixes, and never secrets (the spec is not secret)."""
+    value = mapping(value)
+    taken = sorted(k for k in value if k in KAFKA_READ_OPTIONS)
+    if taken:
+        raise Invalid(f"Spark Kafka source options other than {taken}: the snapshot sets the partitions and "
+                      "offsets it reads itself")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaSource:
+    """An upsert-kafka topic as a snapshot source (:mod:`spark_jobs.upsert_kafka`): each message's key
+    is the primary key as a JSON object, its value the row as JSON (``value_schema``, Spark DDL) or
+    null — a tombstone that deletes the key. The snapshot keeps the last value per key.
+
+    ``key`` defaults to the snapshot's primary key. ``connection``/``secrets_env`` come from an
+    Airflow connection (the operator's ``source_conn_id``), read as the Kafka sink reads its
+    connection; a password or SASL setting never appears here. ``full_reread`` replays the topic
+    from its earliest offsets instead of reading on from the offsets the last version recorded."""
+
+    format: str = option("kafka", one_of("kafka"))
+    topic: str = option("", required_text)
+    bootstrap_servers: str | None = option(None, optional(required_text))  # default: the connection's
+    key: list[str] = option(check=names, factory=list)
+    value_format: str = option("json", one_of("json"))
+    value_schema: str = option("", required_text)
+    options: dict[str, str] = option(check=kafka_options, factory=dict)
+    full_reread: bool = option(False, flag)
+    connection: dict[str, Any] = option(check=mapping, factory=dict)
+    secrets_env: dict[str, str] = option(check=mapping, factory=dict)
+
+    def __post_init__(self) -> None:
+        check_fields(self, "kafka source")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KafkaSource:
+        return cls(**known_values(cls, mapping(data), "kafka source"))
+
+
+def source(value: Any) -> dict[str, Any]:
+    """A snapshot source as its JSON mapping (:mod:`spark_jobs.sources`); a Kafka source is checked
+    field by field (:class:`KafkaSource`)."""
+    value = mapping(value)
+    if value.get("format") == "kafka":
+        KafkaSource.from_dict(value)
+    return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +120,7 @@ class SnapshotSpec(JobSpec):
 
     job: ClassVar[str] = "snapshot"
     name: str = option("", plain_name)
-    source: dict[str, Any] = option(check=mapping, factory=dict)
+    source: dict[str, Any] = option(check=source, factory=dict)
     primary_key: list[str] = option(check=required_names, factory=list)
     allow_schema_evolution: bool = option(False, flag)
     on_past_date: str = option("refuse", one_of(*PAST_DATE_POLICIES))  # spark_jobs.rebuild
@@ -72,6 +128,12 @@ class SnapshotSpec(JobSpec):
     @property
     def rel(self) -> str:
         return f"snapshots/{self.name}"
+
+    def validate(self) -> None:
+        key = self.source.get("key") if self.source.get("format") == "kafka" else None
+        if key and names(key) != self.primary_key:
+            raise ConfigError(f"Snapshot {self.name}: the kafka source's key {names(key)} must be the primary key "
+                              f"{self.primary_key} (each message's key is the row's primary key)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -37,7 +37,6 @@ Around delivery:
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from dataclasses import replace
@@ -50,6 +49,7 @@ from spark_jobs import consumers, crashpoints, errors, progress, rejects, retent
 from spark_jobs.columns import SYNC_COLUMNS, data_columns
 from spark_jobs.errors import ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
+from spark_jobs.env_secrets import read_secrets
 from spark_jobs.lake import commit_metadata, latest_version, table_history
 from spark_jobs.sinks import resolve_sink
 from spark_jobs.sinks.base import FrameSink, SinkConfig
@@ -103,18 +103,6 @@ def apply_mapping(ops, key: list[str], field_mapping: dict[str, str], constants:
     selected += [F.lit(value).alias(name) for name, value in constants.items()]
     frame = ops.select(*selected, "_op", "_change", "_key")
     return frame, [mapping[k] for k in key], [*targets, *constants]
-
-
-def _secrets(destination: dict[str, Any]) -> dict[str, str]:
-    """Read the secrets the destination names (``secrets_env: {name: ENV_VAR}``) from the driver's
-    environment; they travel to executors inside the task closure, never through files or argv."""
-    secrets = {}
-    for name, env in (destination.get("secrets_env") or {}).items():
-        if env not in os.environ:
-            raise ConfigError(f"The destination secret {name!r} is expected in the environment variable "
-                              f"{env}, which is not set in the Spark driver")
-        secrets[name] = os.environ[env]
-    return secrets
 
 
 def destination_label(destination: dict[str, Any]) -> str:
@@ -268,7 +256,7 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
     frame, key_fields, fields = apply_mapping(ops, key, spec.field_mapping, spec.constants)
     schema = {f.name: f.dataType.simpleString() for f in frame.schema.fields if f.name not in SYNC_COLUMNS}
     config = SinkConfig(destination=destination, key_fields=key_fields, fields=fields, mode=mode,
-                        secrets=_secrets(destination))
+                        secrets=read_secrets(destination.get("secrets_env"), "destination"))
     sink = sink_cls(config)
 
     planned = {r["_op"]: r["count"] for r in frame.groupBy("_op").count().collect()}

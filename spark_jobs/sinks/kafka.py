@@ -50,7 +50,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from spark_jobs.errors import ConfigError, DestinationError, RetryableError
+from spark_jobs.errors import DestinationError, RetryableError
+from spark_jobs.kafka_clients import client_config
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities
 from spark_jobs.sinks.options import SinkOptions, option
 
@@ -69,14 +70,6 @@ PRODUCER_DEFAULTS = {
     # failures are all reported by the time flush() returns.
     "delivery.report.only.error": True,
 }
-
-
-def brokers(host: str, port: int | None) -> str:
-    """The bootstrap servers a connection names: its host with its port (default 9092), or its host
-    as it is when it already lists ``host:port`` pairs (``b1:9092,b2:9092``) and no port is set."""
-    if ":" in host and not port:
-        return host
-    return f"{host}:{port or 9092}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,19 +100,8 @@ class KafkaSink(Sink):
         self.failed: list[tuple[bytes, Any]] = []
 
     def client_config(self) -> dict[str, Any]:
-        conn = self.config.connection
-        config = {k: v for k, v in self.config.connection_extra().items() if "." in k}
-        if self.options.bootstrap_servers:
-            config["bootstrap.servers"] = self.options.bootstrap_servers
-        elif "bootstrap.servers" not in config and conn.get("host"):
-            config["bootstrap.servers"] = brokers(conn["host"], conn.get("port"))
-        if "bootstrap.servers" not in config:
-            raise ConfigError("The kafka destination needs 'bootstrap_servers' or a connection naming the brokers")
-        if conn.get("login"):
-            config.setdefault("sasl.username", conn["login"])
-            if self.config.password:
-                config.setdefault("sasl.password", self.config.password)
-        return config
+        return client_config(self.config.connection, self.config.connection_extra(), self.config.password,
+                             self.options.bootstrap_servers, "destination")
 
     # --- driver side --------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
