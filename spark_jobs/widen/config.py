@@ -222,6 +222,7 @@ def _names(value: Any, option: str, where: str) -> list[str]:
 
 
 FULL_ONLY = ("group", "key", "remove_row_on_delete", "row_kind_field", "order_field")
+SOURCE_OPTIONS = ("name", "table", "columns", "join", "on", *FULL_ONLY)
 
 
 def _source(wide: str, key: list[str], raw: dict[str, Any]) -> Source:
@@ -229,6 +230,9 @@ def _source(wide: str, key: list[str], raw: dict[str, Any]) -> Source:
     where = f"Wide table {wide}, source {name!r}"
     if not name:
         raise ConfigError(f"Wide table {wide}: every source needs a 'name'")
+    unknown = sorted(set(raw) - set(SOURCE_OPTIONS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown option(s) {unknown}; source options are {sorted(SOURCE_OPTIONS)}")
     join = raw.get("join", "full")
     if join not in JOINS:
         raise ConfigError(f"{where}: join {join!r} is not one of {JOINS}")

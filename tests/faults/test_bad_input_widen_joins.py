@@ -38,6 +38,9 @@ CITY = {"name": "city", "join": "left", "on": {"city_id": "id"}, "columns": {"ci
      "['remove_row_on_delete'] are for full-join sources"),
     ({"sources": [{**INFO, "order_field": "offset"}]}, "'order_field' orders the events of a changelog source"),
     ({"sources": [{**INFO, "row_kind_field": "status"}]}, "row_kind_field 'status' is also a key or value column"),
+    pytest.param({"sources": [{**INFO, "remove_record_on_delete": True}]},
+                 "source 'order_info': unknown option(s) ['remove_record_on_delete']",
+                 marks=pytest.mark.fault("bad input", "wide table: a misspelt source option")),
     ({"ignore_retract": ["nope"], "sources": [INFO]}, "ignore_retract names field(s) ['nope']"),
     ({"ignore_retract": "status,nope", "sources": [INFO]}, "ignore_retract names field(s) ['status,nope']"),
 ])
