@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.crash import killed_at
 from tests.support.wide_lake import Lake
 
 LOG = "changelogs/pu_log"
@@ -63,3 +64,26 @@ def test_paimon_partial_update_with_aggregation_and_retractions(spark, warehouse
     lake.widen(WIDE)
     assert lake.wide("pu_agg", *PAIMON) == [(1, 3, -3, None, 1, 1, 1, 3), (2, None, None, None, None, 8, None, None)]
     assert lake.wide("pu_agg", "f0", "total") == [(1, None), (2, 5)]
+
+
+PAYMENTS = {"name": "paid", "primary_key": ["k"], "aggregations": {"paid": "sum"},
+            "sources": [{"name": "pay", "table": "changelogs/pay", "row_kind_field": "op", "order_field": "pos",
+                         "columns": ["paid"]}]}
+PAY = "pos BIGINT, op STRING, k INT, paid INT"
+
+
+@pytest.mark.fault("crash point", "widen: a changelog's retractions folded, killed before the merged versions' commit")
+def test_retractions_folded_by_a_killed_run_are_not_subtracted_twice(spark, warehouse, tmp_path):
+    """The fold's commit records the changelog version it merged, atomically with the sums: the plain
+    re-run of a run killed after it finds nothing left to merge."""
+    lake = Lake(spark, warehouse)
+    lake.append("changelogs/pay", [(0, "+I", 1, 10), (1, "+I", 1, 5), (2, "+I", 2, 3)], PAY)
+    lake.widen(PAYMENTS)
+    lake.append("changelogs/pay", [(3, "-U", 1, 5), (4, "+U", 1, 7), (5, "-D", 2, 1)], PAY)
+    spec = {"job": "widen", "warehouse": warehouse, "wide": PAYMENTS, "run_id": "w-killed",
+            "logical_date": "2026-01-02T00:00:00+00:00"}
+    killed_at("widen.merged", spec, tmp_path)
+    assert lake.wide("paid", "k", "paid") == [(1, 17), (2, 2)]  # 10 + 5 - 5 + 7; 3 - 1
+    again = lake.job("widen", **{k: v for k, v in spec.items() if k not in ("job", "warehouse")})
+    assert again["sources"]["pay"] == {"table": "changelogs/pay", "from_version": 1, "to_version": 1}
+    assert lake.wide("paid", "k", "paid") == [(1, 17), (2, 2)]
