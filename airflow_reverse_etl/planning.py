@@ -9,7 +9,8 @@ dependencies are:
 * a merge depends on the snapshot tasks of its sources (it reads exactly the versions they wrote);
 * the merges form a chain in queue order: all of them write the one wide Delta table, so one writer at
   a time means no optimistic-concurrency conflicts, each merge's output is the exact wide version the
-  next one (and the publication) builds on, and left joins see every full join's foreign keys;
+  next one (and the publication) builds on, and left joins see every full join's foreign keys (and,
+  taken in join order, those of the left joins they join through: orders -> customers -> cities);
 * the publication depends on the last merge and diffs exactly the version it wrote.
 
 So the rendered DAG *is* the priority order: no task can run before its inputs.

@@ -26,9 +26,11 @@ class WidenTableOperator(ReverseEtlJobOperator):
 
     Full-join sources (sharing the wide key) are merged with Paimon ``partial-update`` semantics:
     nulls do not overwrite, ``sequence_field`` and ``sequence_groups`` order rows per key, deletes are
-    refused unless ``ignore_delete`` or retracted by sequence groups, optional per-field
-    ``aggregations``. Left-join sources are joined through a foreign key with a reverse index, so
-    late, changed or deleted right rows reach every wide row referencing them. The wide table has
+    refused unless ``ignore_delete``, retracted by sequence groups or (``remove_row_on_delete``)
+    removing the wide row, optional per-field ``aggregations``; a changelog source (``row_kind_field``)
+    retracts the values its ``-U``/``-D`` rows carry. Left-join sources are joined through a foreign key
+    (from a full join or another left join) with a reverse index each, so late, changed or deleted
+    right rows reach every wide row referencing them. The wide table has
     Change Data Feed on, so ``DiffOperator(snapshot=widen.output)`` publishes it.
 
     The wide-table spec is validated here, at DAG parse time, and again by the Spark job before it

@@ -10,11 +10,16 @@ side, before it reads anything), so a misconfigured wide table fails fast and na
       "sequence_groups": {"g_1": ["a", "b"]},  # optional: G orders and guards the fields a, b
       "aggregations": {"amount": "sum"},       # optional per-field aggregate function
       "ignore_delete": false,                  # drop source deletes instead of failing
+      "ignore_retract": ["f"],                 # optional: fields a retraction leaves alone
       "sources": [
-        {"name": "order_info", "columns": ["product_type", "binlog_time"], "group": "orders"},
+        {"name": "order_info", "columns": ["product_type", "customer_id"], "group": "orders",
+         "remove_row_on_delete": true},        # a delete here removes the whole wide row
         {"name": "order_address", "columns": {"start_city_name": "start_city"}},
+        {"name": "payments_log", "group": "payments", "columns": ["paid"],
+         "row_kind_field": "op", "order_field": "offset"},   # a changelog: +I/-U/+U/-D rows
         {"name": "customer", "join": "left", "on": {"customer_id": "id"},
-         "columns": {"customer_name": "name"}},
+         "columns": {"customer_name": "name", "city_id": "city_id"}},
+        {"name": "city", "join": "left", "on": {"city_id": "id"}, "columns": {"city_name": "name"}},
       ],
     }
 
@@ -22,7 +27,13 @@ A source's ``columns`` is a list of names or ``{wide column: source column}``; `
 primary key to the source's key columns (default: the same names). Sources sharing the wide table's key
 (``join: full``, the default) form full-join ``group``s (default ``"main"``), merged with partial-update
 semantics; ``join: left`` sources are joined through a foreign key (``on``: wide column -> source key
-column) that a full-join source provides, and keep a reverse index (see :mod:`.reverse_index`).
+column) that a full-join source or another left join provides (orders -> customers -> cities), and
+keep a reverse index each (see :mod:`.reverse_index`).
+
+A source is either a snapshot table (its Change Data Feed says what changed; a delete carries the
+row's last image) or, with ``row_kind_field``, a *changelog*: an append-only table whose every row is
+one event, ``+I``/``+U`` adding values and ``-U``/``-D`` retracting *the values the row carries*
+(Paimon's ``rowkind.field``), applied in ``order_field`` order within one commit.
 """
 
 from __future__ import annotations
@@ -38,6 +49,8 @@ ORDERED_AGGREGATES = ("first_value", "last_value", "listagg")
 AGGREGATES = ("sum", "max", "min", "last_non_null_value", *ORDERED_AGGREGATES)
 JOINS = ("full", "left")
 DEFAULT_GROUP = "main"
+ADDS = ("+I", "+U")  # Flink/Paimon row kinds of a changelog source
+RETRACTIONS = ("-U", "-D")
 
 
 @dataclass(frozen=True)
@@ -49,10 +62,17 @@ class Source:
     group: str = DEFAULT_GROUP  # full joins only
     key: dict[str, str] = field(default_factory=dict)  # wide pk -> source column (full joins)
     on: dict[str, str] = field(default_factory=dict)  # wide fk -> source key column (left joins)
+    remove_row_on_delete: bool = False  # a delete removes the wide row (Paimon remove-record-on-delete)
+    row_kind_field: str | None = None  # set: the table is a changelog of +I/-U/+U/-D rows
+    order_field: str | None = None  # a changelog's event order within one commit (an offset)
 
     @property
     def is_left(self) -> bool:
         return self.join == "left"
+
+    @property
+    def is_changelog(self) -> bool:
+        return self.row_kind_field is not None
 
 
 @dataclass(frozen=True)
@@ -65,6 +85,7 @@ class WideTable:
     aggregations: dict[str, str] = field(default_factory=dict)
     listagg_delimiter: str = ","
     ignore_delete: bool = False
+    ignore_retract: list[str] = field(default_factory=list)
 
     @property
     def rel(self) -> str:
@@ -76,7 +97,19 @@ class WideTable:
 
     @property
     def left_sources(self) -> list[Source]:
-        return [s for s in self.sources if s.is_left]
+        """Left joins in join order: one whose foreign key another left join provides comes after that
+        one (orders -> customers -> cities), otherwise in spec order."""
+        pending = [s for s in self.sources if s.is_left]
+        ordered: list[Source] = []
+        while pending:
+            ready = next((s for s in pending if not _providers(s, pending)), None)
+            if ready is None:
+                raise ConfigError(f"Wide table {self.name}: left joins {[s.name for s in pending]} take their "
+                                  f"foreign keys from each other in a cycle; one of them must join on a "
+                                  f"full-join source's column")
+            ordered.append(ready)
+            pending.remove(ready)
+        return ordered
 
     @property
     def groups(self) -> dict[str, list[Source]]:
@@ -115,13 +148,20 @@ class WideTable:
     def to_dict(self) -> dict[str, Any]:
         """The spec :func:`parse` reads back into an equal table (the job spec's JSON form)."""
         def source(s: Source) -> dict[str, Any]:
-            link = {"on": s.on} if s.is_left else {"group": s.group, "key": s.key}
+            link = {"on": s.on} if s.is_left else {
+                "group": s.group, "key": s.key, "remove_row_on_delete": s.remove_row_on_delete,
+                "row_kind_field": s.row_kind_field, "order_field": s.order_field}
             return {"name": s.name, "table": s.table, "columns": s.columns, "join": s.join, **link}
 
         return {"name": self.name, "primary_key": self.primary_key, "sources": [source(s) for s in self.sources],
                 "sequence_field": self.sequence_field, "sequence_groups": self.sequence_groups,
                 "aggregations": self.aggregations, "listagg_delimiter": self.listagg_delimiter,
-                "ignore_delete": self.ignore_delete}
+                "ignore_delete": self.ignore_delete, "ignore_retract": self.ignore_retract}
+
+
+def _providers(s: Source, left_joins: list[Source]) -> list[Source]:
+    """The left joins among ``left_joins`` whose columns ``s`` joins on."""
+    return [o for o in left_joins if o is not s and set(o.columns) & set(s.on)]
 
 
 def parse(spec: dict[str, Any]) -> WideTable:
@@ -133,7 +173,7 @@ def parse(spec: dict[str, Any]) -> WideTable:
         raise ConfigError(f"Wide table name {name!r} must be a non-empty name without '/'")
     where = f"Wide table {name}"
     known = {"name", "primary_key", "sources", "sequence_field", "sequence_groups", "aggregations",
-             "listagg_delimiter", "ignore_delete"}
+             "listagg_delimiter", "ignore_delete", "ignore_retract"}
     unknown_options = sorted(set(spec) - known)
     if unknown_options:
         raise ConfigError(f"{where}: unknown option(s) {unknown_options}; options are {sorted(known)}")
@@ -156,6 +196,7 @@ def parse(spec: dict[str, Any]) -> WideTable:
         aggregations=_mapping(spec, "aggregations", "{field: aggregate}", where),
         listagg_delimiter=spec.get("listagg_delimiter", ","),
         ignore_delete=bool(spec.get("ignore_delete", False)),
+        ignore_retract=_names(spec.get("ignore_retract"), "ignore_retract", where),
     )
     _validate(table)
     return table
@@ -170,11 +211,28 @@ def _mapping(spec: dict[str, Any], option: str, shape: str, where: str) -> dict[
     return dict(value)
 
 
+def _names(value: Any, option: str, where: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: {option} must be a list of field names, got {value!r}")
+    return list(value)
+
+
+FULL_ONLY = ("group", "key", "remove_row_on_delete", "row_kind_field", "order_field")
+SOURCE_OPTIONS = ("name", "table", "columns", "join", "on", *FULL_ONLY)
+
+
 def _source(wide: str, key: list[str], raw: dict[str, Any]) -> Source:
     name = raw.get("name") or ""
     where = f"Wide table {wide}, source {name!r}"
     if not name:
         raise ConfigError(f"Wide table {wide}: every source needs a 'name'")
+    unknown = sorted(set(raw) - set(SOURCE_OPTIONS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown option(s) {unknown}; source options are {sorted(SOURCE_OPTIONS)}")
     join = raw.get("join", "full")
     if join not in JOINS:
         raise ConfigError(f"{where}: join {join!r} is not one of {JOINS}")
@@ -190,6 +248,10 @@ def _source(wide: str, key: list[str], raw: dict[str, Any]) -> Source:
             raise ConfigError(f"{where}: a left join needs 'on' (wide column -> this source's key column)")
         if raw.get("group"):
             raise ConfigError(f"{where}: 'group' is for full joins; a left join joins through 'on'")
+        full_only = sorted(o for o in FULL_ONLY if raw.get(o))
+        if full_only:
+            raise ConfigError(f"{where}: {full_only} are for full-join sources; a left join's right rows "
+                              f"only fill its columns (a deleted right row nulls them)")
         return Source(name=name, table=table, columns=dict(columns), join=join, on=on)
     src_key = raw.get("key") or {k: k for k in key}
     if sorted(src_key) != sorted(key):
@@ -197,8 +259,19 @@ def _source(wide: str, key: list[str], raw: dict[str, Any]) -> Source:
                           f"got {sorted(src_key)}")
     if raw.get("on"):
         raise ConfigError(f"{where}: 'on' is for left joins; set join='left' or remove it")
+    row_kind, order = raw.get("row_kind_field") or None, raw.get("order_field") or None
+    if order and not row_kind:
+        raise ConfigError(f"{where}: 'order_field' orders the events of a changelog source; set "
+                          f"'row_kind_field' too (a snapshot source has one row per key per version)")
+    used = {*src_key.values(), *columns.values()}
+    for option, column in (("row_kind_field", row_kind), ("order_field", order)):
+        if column and column in used:
+            raise ConfigError(f"{where}: {option} {column!r} is also a key or value column; it only "
+                              f"describes the event")
     return Source(name=name, table=table, columns=dict(columns), join=join,
-                  group=raw.get("group") or DEFAULT_GROUP, key=dict(src_key))
+                  group=raw.get("group") or DEFAULT_GROUP, key=dict(src_key),
+                  remove_row_on_delete=bool(raw.get("remove_row_on_delete", False)),
+                  row_kind_field=row_kind, order_field=order)
 
 
 def _validate(t: WideTable) -> None:
@@ -217,10 +290,15 @@ def _validate(t: WideTable) -> None:
         if owners or len(set(left_columns)) != len(left_columns):
             raise ConfigError(f"{where}, left join {s.name}: its columns {sorted(s.columns)} are also "
                               f"provided by {owners or 'another left join'}; a left join owns its columns")
-        missing = sorted(c for c in s.on if c not in full_columns)
+        own = sorted(set(s.on) & set(s.columns))
+        if own:
+            raise ConfigError(f"{where}, left join {s.name}: its foreign key column(s) {own} are its own "
+                              f"columns; the key must come from a full join or another left join")
+        missing = sorted(c for c in s.on if c not in full_columns and c not in left_columns)
         if missing:
             raise ConfigError(f"{where}, left join {s.name}: foreign key column(s) {missing} are not "
-                              f"provided by any full-join source (they provide {sorted(full_columns)})")
+                              f"provided by any full-join source (they provide {sorted(full_columns)}) "
+                              f"nor by another left join (they provide {sorted(left_columns)})")
         if set(s.on) & set(t.primary_key):
             raise ConfigError(f"{where}, left join {s.name}: joins on the primary key are full joins")
 
@@ -253,6 +331,20 @@ def _validate(t: WideTable) -> None:
                 raise ConfigError(f"{where}, source {s.name}: carries {carried} of sequence group {group!r} "
                                   f"but not {group!r} itself, so its values could never be applied")
 
+    for s in t.full_sources:
+        if s.remove_row_on_delete and t.ignore_delete:
+            raise ConfigError(f"{where}, source {s.name}: remove_row_on_delete and ignore_delete contradict "
+                              f"each other (remove the row, or drop the delete); set one")
+        groups = sorted(g for g in t.sequence_groups if g in s.columns)
+        if s.remove_row_on_delete and groups:
+            raise ConfigError(f"{where}, source {s.name}: remove_row_on_delete and sequence group(s) {groups} "
+                              f"contradict each other (a delete would remove the row or retract the group); "
+                              f"set one")
+    unknown = sorted(set(t.ignore_retract) - full_columns)
+    if unknown:
+        raise ConfigError(f"{where}: ignore_retract names field(s) {unknown} that no full-join source "
+                          f"provides; columns: {sorted(full_columns)}")
+
     for column, func in t.aggregations.items():
         if func not in AGGREGATES:
             raise ConfigError(f"{where}: unknown aggregate {func!r} for field {column!r}; "
@@ -266,4 +358,5 @@ def _validate(t: WideTable) -> None:
         if func in ORDERED_AGGREGATES and not t.group_of(column) and not t.sequence_field:
             raise ConfigError(f"{where}: aggregate {func!r} on {column!r} depends on row order and needs a "
                               f"sequence group: add {column!r} to sequence_groups (or set sequence_field)")
+
 

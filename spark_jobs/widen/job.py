@@ -40,9 +40,9 @@ from spark_jobs.lake import (
     retry_on_conflict,
     table_history,
 )
-from spark_jobs.widen import partial_update, reverse_index
+from spark_jobs.widen import guards, partial_update, reverse_index
 from spark_jobs.widen.changes import ROW_TYPES, read_changes, require_table
-from spark_jobs.widen.config import Source, WideTable
+from spark_jobs.widen.config import ADDS, RETRACTIONS, Source, WideTable
 
 EXAMPLES = 5
 
@@ -117,9 +117,10 @@ def run_widen(spark, spec: WidenSpec) -> WidenResult:
 
 
 def step_sources(t: WideTable, names: list[str]) -> list[Source]:
-    """The sources a step merges, full joins first (priority), each kind in spec order."""
+    """The sources a step merges, full joins first (priority) in spec order, then left joins in join
+    order (a left join after the one providing its foreign key)."""
     chosen = t.sources if not names else [t.source(n) for n in names]
-    return [s for s in chosen if not s.is_left] + [s for s in chosen if s.is_left]
+    return [s for s in chosen if not s.is_left] + [s for s in t.left_sources if s in chosen]
 
 
 def _merged_versions(spark, wh: Warehouse, t: WideTable, uri: str, wanted) -> dict[tuple[str, str], int]:
@@ -164,8 +165,10 @@ def _types(spark, wh: Warehouse, t: WideTable, step: list[Source], inputs: dict[
         inp = inputs[s.name]
         schema = spark.read.format("delta").option("versionAsOf", inp.to_version).load(inp.uri).schema
         mapping = {**s.key, **s.columns}  # a left join's key types follow the wide fk columns
-        require_columns(schema.fieldNames(), list(dict.fromkeys([*mapping.values(), *s.on.values()])),
+        event = [c for c in (s.row_kind_field, s.order_field) if c]
+        require_columns(schema.fieldNames(), list(dict.fromkeys([*mapping.values(), *s.on.values(), *event])),
                         f"Wide table {t.name}, source {s.name} ({s.table}): column(s)")
+        _check_changelog_types(t, s, schema)
         for wide_col, src_col in mapping.items():
             _agree(t, types, owner, wide_col, schema[src_col].dataType, f"source {s.name}")
     for c in t.merged_columns([s for s in step if not s.is_left]) + [c for s in step for c in s.on]:
@@ -182,8 +185,20 @@ def _agree(t, types, owner, col, dtype, who) -> None:
     owner.setdefault(col, who)
 
 
+def _check_changelog_types(t: WideTable, s: Source, schema) -> None:
+    from pyspark.sql.types import IntegralType, StringType
+
+    where = f"Wide table {t.name}, changelog source {s.name} ({s.table})"
+    if s.row_kind_field and not isinstance(schema[s.row_kind_field].dataType, StringType):
+        raise ConfigError(f"{where}: row_kind_field {s.row_kind_field!r} must be a string column of row kinds "
+                          f"{[*ADDS, *RETRACTIONS]}, it is {schema[s.row_kind_field].dataType.simpleString()}")
+    if s.order_field and not isinstance(schema[s.order_field].dataType, IntegralType):
+        raise ConfigError(f"{where}: order_field {s.order_field!r} must be an integer column (an offset or log "
+                          f"position), it is {schema[s.order_field].dataType.simpleString()}")
+
+
 def _type_from_other_sources(spark, wh: Warehouse, t: WideTable, col: str, types, owner) -> None:
-    for s in t.full_sources:
+    for s in t.sources:
         if col in s.columns and is_delta_table(spark, wh.uri(s.table)):
             dtype = spark.read.format("delta").load(wh.uri(s.table)).schema[s.columns[col]].dataType
             _agree(t, types, owner, col, dtype, f"source {s.name}")
@@ -204,37 +219,71 @@ def _full_events(spark, t: WideTable, full: list[Source], inputs: dict[str, Inpu
         cdf = read_changes(spark, inp.uri, inp.from_version, inp.to_version)
         if cdf is None:
             continue
-        cdf = cdf.where(F.col("_change_type").isin(*ROW_TYPES))
-        retracts = any(g in s.columns for g in t.sequence_groups)
+        rows, retraction, removal, position = _source_events(t, s, cdf)
         if t.ignore_delete:
-            cdf = cdf.where(F.col("_change_type") != "delete")
-        elif inp.from_version is not None and not retracts:
-            _refuse_deletes(t, s, inp, cdf)
+            rows = rows.where(~retraction)
+        elif not _can_retract(t, s) and (s.is_changelog or inp.from_version is not None):
+            with guards.reported(DataQualityError):  # the look for deletes meets a changelog's checks first
+                _refuse_deletes(t, s, inp, rows, retraction)
         seq = (F.col(s.columns[t.sequence_field]) if t.sequence_field in s.columns else F.lit(None)).cast(seq_type)
         order = F.struct(seq.alias("seq"), F.col("_commit_timestamp").alias("ts"), F.lit(idx).alias("source"),
-                         F.col("_commit_version").cast("long").alias("version"))
-        frames.append(cdf.select(
+                         F.col("_commit_version").cast("long").alias("version"), position.alias("position"))
+        frames.append(rows.select(
             *[F.col(s.key[k]).cast(types[k]).alias(k) for k in t.primary_key],
             order.alias(partial_update.ORDER),
-            (F.col("_change_type") == "delete").alias(partial_update.DELETE),
+            retraction.alias(partial_update.DELETE),
+            removal.alias(partial_update.REMOVE),
             *[(F.col(s.columns[c]) if c in s.columns else F.lit(None)).cast(types[c]).alias(c) for c in columns],
         ))
     return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
 
 
-def _refuse_deletes(t: WideTable, s: Source, inp: Input, cdf) -> None:
+def _source_events(t: WideTable, s: Source, cdf):
+    """A source's rows as events: (rows, is-retraction, is-removal, position within a commit).
+
+    A snapshot's Change Data Feed rows are inserts, update after-images and deletes (carrying the
+    row's last image). A changelog's appended rows are the events themselves, each with its row kind;
+    rows later deleted from the changelog (retention) are not events, and a row kind other than
+    +I/-U/+U/-D fails the merge naming it.
+    """
     from pyspark.sql import functions as F
 
+    remove = F.lit(s.remove_row_on_delete)
+    kind_field = s.row_kind_field
+    if kind_field is None:
+        delete = F.col("_change_type") == "delete"
+        return (cdf.where(F.col("_change_type").isin(*ROW_TYPES)), delete, delete & remove,
+                F.lit(None).cast("long"))
+    kind = F.col(kind_field)
+    key = F.to_json(F.struct(*[F.col(s.key[k]) for k in t.primary_key]))
+    rows = cdf.where(F.col("_change_type") == "insert").where(guards.check(
+        ~F.coalesce(kind.isin(*ADDS, *RETRACTIONS), F.lit(False)),
+        f"Wide table {t.name}: changelog source {s.name} ({s.table}) has a row with key ", key,
+        f" whose {kind_field} is ", F.coalesce(F.concat(F.lit("'"), kind, F.lit("'")), F.lit("null")),
+        f"; row kinds are {[*ADDS, *RETRACTIONS]}."))
+    position = (F.col(s.order_field) if s.order_field else F.lit(None)).cast("long")
+    return rows, kind.isin(*RETRACTIONS), (kind == "-D") & remove, position
+
+
+def _can_retract(t: WideTable, s: Source) -> bool:
+    """Whether the source's retractions mean something: it removes rows, carries a sequence group,
+    or (a changelog) carries a ``sum`` that subtracts its values."""
+    return (s.remove_row_on_delete or any(g in s.columns for g in t.sequence_groups)
+            or (s.is_changelog and any(t.aggregations.get(c) == "sum" for c in s.columns)))
+
+
+def _refuse_deletes(t: WideTable, s: Source, inp: Input, rows, retraction) -> None:
     src_key = [s.key[k] for k in t.primary_key]
-    sample = [r.asDict() for r in cdf.where(F.col("_change_type") == "delete").select(*src_key)
-              .limit(EXAMPLES).collect()]
+    sample = [r.asDict() for r in rows.where(retraction).select(*src_key).limit(EXAMPLES).collect()]
     if sample:
         first = 0 if inp.from_version is None else inp.from_version + 1
+        what = "retracted (-U/-D)" if s.is_changelog else "deleted"
         raise DataQualityError(
-            f"Wide table {t.name}: source {s.name} deleted row(s) with key(s) {sample} in versions "
+            f"Wide table {t.name}: source {s.name} {what} row(s) with key(s) {sample} in versions "
             f"{first}..{inp.to_version} of {inp.rel}. A partial update cannot apply a delete "
-            f"by default. Set ignore_delete=True to drop deletes, or put the source's fields in "
-            f"sequence_groups so a delete retracts its group's fields. Nothing was written."
+            f"by default. Set ignore_delete=True to drop deletes, remove_row_on_delete=True on the source "
+            f"to delete the wide row, or put the source's fields in sequence_groups so a delete retracts "
+            f"its group's fields. Nothing was written."
         )
 
 
@@ -263,19 +312,27 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base:
 
     @retry_on_conflict
     def _merge():  # rebuilt on a conflict: the fold must start from the rows stored now
-        rows = partial_update.merged_rows(t, events, spark.read.format("delta").load(uri), columns, types)
+        stored = spark.read.format("delta").load(uri)
+        rows = partial_update.merged_rows(t, events, stored, columns, types)
         if spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("numFiles").first()[0] == 0:
             # Nothing stored yet (the first run): every folded row is an insert, and a plain append
             # skips the MERGE's materialized source and its join against the target. The merges of a
             # wide table run one at a time (planning.py); a concurrent run's append is refused (on_top_of).
-            rows.drop("_exists_before").write.format("delta").mode("append").save(uri)
+            rows.drop(partial_update.REMOVE, partial_update.RESET).write.format("delta").mode("append").save(uri)
             return
+        update = {f"`{c}`": f"s.`{c}`" for c in columns}
+        # a row a removal emptied and later events filled again keeps nothing of other groups' sources
+        others = [c for c in t.merged_columns(t.full_sources) if c not in columns and c in stored.columns]
+        reset = ([f"WHEN MATCHED AND s.{partial_update.RESET} THEN UPDATE SET "
+                  + assignments({**update, **{f"`{c}`": "NULL" for c in others}})] if others else [])
         merge_into(spark, uri, rows, on,
-                   "WHEN MATCHED THEN UPDATE SET " + assignments({f"`{c}`": f"s.`{c}`" for c in columns}),
+                   f"WHEN MATCHED AND s.{partial_update.REMOVE} THEN DELETE",
+                   *reset,
+                   "WHEN MATCHED THEN UPDATE SET " + assignments(update),
                    "WHEN NOT MATCHED THEN INSERT "
                    + insert_values({f"`{c}`": f"s.`{c}`" for c in (*t.primary_key, *columns)}))
 
-    with commit_metadata(spark, md), on_top_of(spark, base):
+    with commit_metadata(spark, md), on_top_of(spark, base), guards.reported(DataQualityError):
         _merge()
     _require_own_merge(spark, t, uri, base, md)
     return md
@@ -296,6 +353,12 @@ def _require_own_merge(spark, t: WideTable, uri: str, base: int, md: dict) -> No
 def _merge_left(spark, wh, t: WideTable, s: Source, right: Input, wide_in: Input, types, base_md) -> dict | None:
     inp = reverse_index.LeftJoinInput(wide_in.uri, wide_in.from_version, wide_in.to_version,
                                       right.uri, right.from_version, right.to_version)
+    present = spark.read.format("delta").load(wide_in.uri).columns
+    missing = [c for c in s.on if c not in present]
+    if missing:
+        providers = [o.name for o in t.sources if set(o.columns) & set(missing)]
+        raise ConfigError(f"Wide table {t.name}, left join {s.name}: its foreign key column(s) {missing} are not "
+                          f"in the wide table yet; merge {providers} first (the planned task order does)")
     index = reverse_index.index_uri(wh, t, s)
     changes = reverse_index.fk_changes(spark, t, s, inp)
     if changes is not None:
@@ -306,7 +369,7 @@ def _merge_left(spark, wh, t: WideTable, s: Source, right: Input, wide_in: Input
         return None
     md = {**base_md, "merged": [(right.rel, right.consumer, right.to_version),
                                 (wide_in.rel, wide_in.consumer, wide_in.to_version)]}
-    with commit_metadata(spark, md):
+    with commit_metadata(spark, md), guards.reported(DataQualityError):
         retry_on_conflict(lambda: reverse_index.merge_joined(spark, wide_in.uri, t, s, rows))()
     return md
 

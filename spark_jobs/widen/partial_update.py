@@ -16,9 +16,15 @@ Rules per field (``st`` = stored value, ``v`` = incoming value):
   An event with a null G leaves the group alone.
 * aggregated field: ``agg(st, v)`` for a newer event, Paimon's reversed form for an older one (an
   older event becomes the "first" value, is listed first, and is not the "last").
-* delete: only groups retract. A delete whose G >= stored G nulls the group's fields (``sum``
-  subtracts) and sets G; everything else is untouched. Deletes from sources without a group are an
-  error unless ``ignore_delete`` (decided by the job before any write).
+* retraction (a snapshot source's delete, carrying the row's last image, or a changelog's ``-U``/``-D``
+  row, carrying its own values): a sequence group retracts when the retraction's G >= the stored G —
+  its fields become null, ``sum`` subtracts, G is set; a ``sum`` outside a group, or in a group whose
+  G is newer, still subtracts (Paimon: "retract agg field for old sequence"); every other field,
+  and every field in ``ignore_retract``, is left alone. Retractions from sources that can retract
+  nothing are an error unless ``ignore_delete`` (decided by the job before any write).
+* removal: a delete from a ``remove_row_on_delete`` source empties the row (it is deleted from the
+  wide table unless later events of the same run fill it again; then the columns of other full-join
+  groups are nulled too, as Paimon's row reset).
 """
 
 from __future__ import annotations
@@ -27,8 +33,10 @@ from spark_jobs.errors import ConfigError
 from spark_jobs.widen.config import WideTable
 
 ORDER = "_ord"
-DELETE = "_delete"
+DELETE = "_delete"  # a retraction
+REMOVE = "_remove"  # a whole-row delete
 EXISTS = "_exists"
+RESET = "_reset"  # the row was emptied by a removal during the fold
 
 
 def _agg(func: str, st, v, delimiter: str, newer):
@@ -50,14 +58,14 @@ def _agg(func: str, st, v, delimiter: str, newer):
     return F.when(newer, forward).otherwise(reverse)
 
 
-def _retract(func: str | None, st, v, null):
-    """What a group's retraction leaves in a field: ``sum`` takes the retracted amount off, the rest
-    become null."""
+def _retract(func: str | None, st, v, otherwise):
+    """What a retraction of ``v`` leaves in a field: ``sum`` takes the amount off (Paimon's
+    ``FieldSumAgg.retract``), any other field ``otherwise``."""
     from pyspark.sql import functions as F
 
     if func == "sum":
         return F.when(v.isNull(), st).otherwise(F.coalesce(st, F.lit(0)) - v)
-    return null
+    return otherwise
 
 
 def fold_step(t: WideTable, columns: list[str], types: dict):
@@ -67,12 +75,13 @@ def fold_step(t: WideTable, columns: list[str], types: dict):
     seq = t.sequence_field if t.sequence_field in columns else None
 
     def step(acc, e):
-        deleted = e[DELETE]
+        deleted, removed = e[DELETE], e[REMOVE]
         fields = []
         for col in columns:
             st, v, null = acc[col], e[col], F.lit(None).cast(types[col])
             func = t.aggregations.get(col)
             group = t.group_of(col)
+            kept = col in t.ignore_retract
             if col in t.sequence_groups:  # a group's own sequence field G
                 newer = st.isNull() | (v >= st)
                 new = F.when(v.isNotNull() & newer, v).otherwise(st)
@@ -80,7 +89,10 @@ def fold_step(t: WideTable, columns: list[str], types: dict):
                 g_in, g_st = e[group], acc[group]
                 newer = g_st.isNull() | (g_in >= g_st)
                 update = _agg(func, st, v, t.listagg_delimiter, newer) if func else F.when(newer, v).otherwise(st)
-                retract = F.when(newer, _retract(func, st, v, null)).otherwise(st)
+                # an older retraction still takes a sum's amount off (Paimon retracts agg fields for old
+                # sequences); a newer one also nulls the group's other fields
+                older = _retract(func, st, v, st)
+                retract = st if kept else F.when(newer, _retract(func, st, v, null)).otherwise(older)
                 new = F.when(g_in.isNull(), st).when(deleted, retract).otherwise(update)
             elif col == seq:
                 new = F.when(deleted, st).otherwise(F.greatest(st, v))
@@ -89,10 +101,11 @@ def fold_step(t: WideTable, columns: list[str], types: dict):
                 newer = F.coalesce(newer, F.lit(False))  # an event without S is older than any S
                 update = (_agg(func, st, v, t.listagg_delimiter, newer) if func
                           else F.when(newer, F.coalesce(v, st)).otherwise(F.coalesce(st, v)))
-                new = F.when(deleted, st).otherwise(update)
-            fields.append(new.cast(types[col]).alias(col))
-        exists = (acc[EXISTS] | ~deleted).alias(EXISTS)
-        return F.struct(exists, *fields)
+                retract = st if kept else _retract(func, st, v, st)
+                new = F.when(deleted, retract).otherwise(update)
+            fields.append(F.when(removed, null).otherwise(new).cast(types[col]).alias(col))
+        exists = F.when(removed, F.lit(False)).otherwise(acc[EXISTS] | ~deleted).alias(EXISTS)
+        return F.struct(exists, (acc[RESET] | removed).alias(RESET), *fields)
 
     return step
 
@@ -111,27 +124,30 @@ def check_types(t: WideTable, columns: list[str], types: dict) -> None:
 
 
 def merged_rows(t: WideTable, events, stored, columns: list[str], types: dict):
-    """Fold ``events`` (key, ``_ord``, ``_delete``, columns) onto ``stored`` (the wide table).
+    """Fold ``events`` (key, ``_ord``, ``_delete``, ``_remove``, columns) onto ``stored`` (the wide table).
 
-    Returns key + columns + ``_exists_before`` for the keys whose row changes.
+    Returns key + columns + ``_remove`` (the row is to be deleted) + ``_reset`` (a removal emptied the
+    row before later events filled it again) for the keys whose row changes.
     """
     from pyspark.sql import functions as F
 
     key = t.primary_key
-    event = F.struct(F.col(ORDER), F.col(DELETE), *[F.col(c) for c in columns])
+    event = F.struct(F.col(ORDER), F.col(DELETE), F.col(REMOVE), *[F.col(c) for c in columns])
     # sort_array, not array_sort: the same order for these never-null structs, but compiled code
     # instead of array_sort's interpreted comparator lambda
     per_key = events.groupBy(*key).agg(F.sort_array(F.collect_list(event)).alias("_events"))
-    current = stored.select(*key, F.struct(F.lit(True).alias(EXISTS),
+    current = stored.select(*key, F.struct(F.lit(True).alias(EXISTS), F.lit(False).alias(RESET),
                                            *[F.col(c).cast(types[c]).alias(c) for c in columns]).alias("_st"))
-    empty = F.struct(F.lit(False).alias(EXISTS), *[F.lit(None).cast(types[c]).alias(c) for c in columns])
+    empty = F.struct(F.lit(False).alias(EXISTS), F.lit(False).alias(RESET),
+                     *[F.lit(None).cast(types[c]).alias(c) for c in columns])
     joined = per_key.join(current, key, "left")
     before = F.coalesce(F.col("_st"), empty)
     after = F.aggregate(F.col("_events"), before, fold_step(t, columns, types))
     same = F.lit(True)
     for c in columns:
         same = same & F.col(f"_before.`{c}`").eqNullSafe(F.col(f"_after.`{c}`"))
-    changed = F.col(f"_after.{EXISTS}") & (~F.col(f"_before.{EXISTS}") | ~same)
+    existed, exists, reset = F.col(f"_before.{EXISTS}"), F.col(f"_after.{EXISTS}"), F.col(f"_after.{RESET}")
+    changed = (exists & (~existed | ~same | reset)) | (existed & ~exists)
     # The fold (an interpreted aggregate()) is computed once per key inside a Generate: selected as a
     # plain column, the optimizer pushes the filter below it and copies the fold into every reference
     # of the filter (one per column), which made the fold ~10x the work.
@@ -139,5 +155,5 @@ def merged_rows(t: WideTable, events, stored, columns: list[str], types: dict):
         joined.select(*key, F.inline(F.array(F.struct(before.alias("_before"), after.alias("_after")))))
         .where(changed)
         .select(*key, *[F.col(f"_after.`{c}`").alias(c) for c in columns],
-                F.col(f"_before.{EXISTS}").alias("_exists_before"))
+                (existed & ~exists).alias(REMOVE), (existed & exists & reset).alias(RESET))
     )

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from spark_jobs.diff import net_changes
 from spark_jobs.contract import Warehouse
 from spark_jobs.lake import assignments, ensure_system_table, insert_values, merge_into, retry_on_conflict
+from spark_jobs.widen import guards
 from spark_jobs.widen.changes import read_changes
 from spark_jobs.widen.config import Source, WideTable
 
@@ -105,7 +106,24 @@ def recompute(spark, t: WideTable, s: Source, inp: LeftJoinInput, index: str, ch
         .select(*[F.col(r).cast(types[w]).alias(w) for w, r in s.on.items()],
                 *[F.col(src).cast(types[w]).alias(w) for w, src in s.columns.items()])
     )
-    return affected.join(right, fk, "left").select(*t.primary_key, *s.columns)
+    return _unique_matches(t, s, inp, affected.join(right, fk, "left")).select(*t.primary_key, *s.columns)
+
+
+def _unique_matches(t: WideTable, s: Source, inp: LeftJoinInput, joined):
+    """Fail the join's MERGE when a wide row matched several right rows: the right side's key is not
+    unique, so the row's columns would come from whichever one won. Checked on the rows being
+    rewritten (a key becomes ambiguous in the run that writes its second row, which rewrites every
+    wide row referencing it), inside the MERGE, so the success path runs no extra Spark job."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.window import Window
+
+    matches = F.count(F.lit(1)).over(Window.partitionBy(*t.primary_key))
+    right_key = F.to_json(F.struct(*[F.col(w).alias(r) for w, r in s.on.items()]))
+    return joined.withColumn("_matches", matches).where(guards.check(
+        F.col("_matches") > 1,
+        f"Wide table {t.name}, left join {s.name}: key ", right_key,
+        f" appears in more than one row of {s.table} (version {inp.right_to}); a left join needs a unique "
+        f"key on its right side ({list(s.on.values())}), or a wide row would take its columns from any of them."))
 
 
 def merge_joined(spark, uri: str, t: WideTable, s: Source, rows) -> None:
