@@ -10,6 +10,10 @@ Every commit carries ``{"job": "snapshot", "logical_date", "run_id", "primary_ke
 recorded version without reading the source again, and a logical date older than the newest recorded
 one is refused (versions must follow logical dates).
 
+Renamed source columns keep their history when the spec says ``renames={"old": "new"}``: the run
+renames the table's column through Delta column mapping (metadata-only commits of their own before
+the snapshot commit, see :mod:`spark_jobs.renames`), so the snapshot commit changes no row for it.
+
 Change Data Feed fast path (design 4.1): when the source is a Delta table with Change Data Feed
 (``{"format": "delta", "path": ..., "cdf": true}``, or CDF found on the source unless ``"cdf": false``),
 every commit also records the source version it read (``source_version``). The next run then reads
@@ -45,6 +49,7 @@ from spark_jobs.lake import (
     on_top_of,
     table_history,
 )
+from spark_jobs.renames import apply_renames, pending_renames
 from spark_jobs.sources import describe, read_source
 from spark_jobs.timetravel import pin_delta_source, recorded_for, recorded_in
 
@@ -121,9 +126,14 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     try:
         check_column_names(df.columns, f"Snapshot {name}")
         metadata["rows"] = check_primary_key(df, key, f"Snapshot {name}")
+        if exists:
+            table_columns = spark.read.format("delta").load(uri).columns
+            renames = pending_renames(spec.renames, table_columns, df.columns, f"Snapshot {name}")
+            df, added = _align_schema(spark, uri, df, name, spec.allow_schema_evolution, renames)
+            if renames:  # metadata-only commits of their own, before the snapshot's
+                base = apply_renames(spark, uri, renames, spec.run_id, base)
         with commit_metadata(spark, metadata):
             if exists:
-                df, added = _align_schema(spark, uri, df, name, spec.allow_schema_evolution)
                 with on_top_of(spark, base):
                     entry = _merge(spark, uri, df, key, added, metadata, base)
             else:
@@ -320,12 +330,13 @@ def _check_changed_keys(spark, uri: str, cdf, key: list[str], where: str) -> int
     return int(totals["delta"] or 0)
 
 
-def _align_schema(spark, uri: str, df, name: str, allow_evolution: bool):
+def _align_schema(spark, uri: str, df, name: str, allow_evolution: bool, renames: dict[str, str]):
     """Refuse schema drift unless allowed; when allowed, new columns are added and dropped columns
-    become null (a snapshot records what the source has now). A changed type is always refused."""
+    become null (a snapshot records what the source has now). A changed type is always refused.
+    The table's columns are compared under the names ``renames`` is about to give them."""
     from pyspark.sql import functions as F
 
-    target = {f.name: f.dataType for f in spark.read.format("delta").load(uri).schema.fields}
+    target = {renames.get(f.name, f.name): f.dataType for f in spark.read.format("delta").load(uri).schema.fields}
     source = {f.name: f.dataType for f in df.schema.fields}
     added = [c for c in source if c not in target]
     removed = [c for c in target if c not in source]
@@ -340,7 +351,8 @@ def _align_schema(spark, uri: str, df, name: str, allow_evolution: bool):
         if changed:
             parts.append(f"changed type(s) {changed}")
         hint = (" Changed types need a new snapshot table." if changed
-                else " Pass allow_schema_evolution=True to add new columns and null out missing ones.")
+                else " Pass allow_schema_evolution=True to add new columns and null out missing ones, or "
+                     "renames={old: new} for a renamed column.")
         raise SchemaDriftError(f"Snapshot {name}: the source schema drifted from the table: "
                                f"{'; '.join(parts)}.{hint} Nothing was written.")
     for col in removed:
