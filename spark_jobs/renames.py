@@ -55,7 +55,7 @@ def pending_renames(renames: dict[str, str], table: list[str], source: list[str]
     return pending
 
 
-def apply_renames(spark, uri: str, renames: dict[str, str], run_id: str, base: int) -> int:
+def apply_renames(spark, uri: str, renames: dict[str, str], run_id: str | None, base: int) -> int:
     """Rename the columns of the Delta table at ``uri`` (version ``base``) as one commit each, turning
     column mapping on first when it is off; returns the new head version. A commit by another run
     meanwhile is a :class:`ConcurrentWriteError` (ALTER TABLE commits are not idempotent writes, so

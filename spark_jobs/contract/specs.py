@@ -78,6 +78,7 @@ class SnapshotSpec(JobSpec):
     primary_key: list[str] = option(check=required_names, factory=list)
     allow_schema_evolution: bool = option(False, flag)
     renames: dict[str, str] = option(check=renaming, factory=dict)  # spark_jobs.renames
+    partition_by: list[str] = option(check=names, factory=list)  # spark_jobs.partitions
     on_past_date: str = option("refuse", one_of(*PAST_DATE_POLICIES))  # spark_jobs.rebuild
 
     @property
