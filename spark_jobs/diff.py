@@ -11,11 +11,14 @@ update_postimage, delete), ``_commit_version`` and ``_commit_timestamp`` of the 
 
 from __future__ import annotations
 
+from typing import Any
+
 from spark_jobs import consumers
 from spark_jobs.contract import DiffResult, DiffSpec, table_ref
 from spark_jobs.errors import AlreadyDeliveredError, ConfigError
 from spark_jobs.keys import require_columns
 from spark_jobs.lake import commit_info, latest_version, table_history
+from spark_jobs.renames import is_rename, to_head_names
 
 BEFORE_TYPES = ("update_preimage", "delete")  # a change whose row existed before the change
 AFTER_TYPES = ("insert", "update_postimage")  # a change whose row exists after it
@@ -80,6 +83,34 @@ def net_changes(cdf, key: list[str], columns: list[str], compare: list[str]):
     )
 
 
+def read_changes(spark, uri: str, start: int, end: int, entries: list[dict[str, Any]]):
+    """The Change Data Feed of the table at ``uri`` over versions [start, end], under the column names
+    of version ``end`` (``entries``: the table's history).
+
+    Delta refuses to read the feed across a column rename (:mod:`spark_jobs.renames`), so the range is
+    read in pieces between the rename commits (which change no row), each piece's columns renamed to
+    their names at ``end``; a column added in the range is null in the pieces before it, as in one
+    read of the whole range."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    def feed(lo: int, hi: int):
+        frame = (spark.read.format("delta").option("readChangeFeed", "true")
+                 .option("startingVersion", lo).option("endingVersion", hi).load(uri))
+        return to_head_names(frame, entries, hi, end)
+
+    cuts = sorted(e["version"] for e in entries if is_rename(e) and start <= e["version"] <= end)
+    bounds = zip([start, *(v + 1 for v in cuts)], [*(v - 1 for v in cuts), end])
+    pieces = [feed(lo, hi) for lo, hi in bounds if lo <= hi]
+    if not pieces:  # only rename commits in the range: no row changed
+        empty = spark.read.format("delta").option("versionAsOf", end).load(uri).limit(0)
+        return empty.select("*", F.lit(None).cast("string").alias("_change_type"),
+                            F.lit(None).cast("long").alias("_commit_version"),
+                            F.lit(None).cast("timestamp").alias("_commit_timestamp"))
+    return reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), pieces)
+
+
 def as_inserts(df, version: int, timestamp):
     """A whole table version as a change set of inserts (first sync, or a full resync)."""
     from pyspark.sql import functions as F
@@ -126,10 +157,7 @@ def run_diff(spark, spec: DiffSpec) -> DiffResult:
     elif from_version == to_version:
         changes = as_inserts(snapshot.select(*key, *columns), to_version, target["timestamp"]).limit(0)
     else:
-        cdf = (
-            spark.read.format("delta").option("readChangeFeed", "true")
-            .option("startingVersion", from_version + 1).option("endingVersion", to_version).load(uri)
-        )
+        cdf = read_changes(spark, uri, from_version + 1, to_version, entries)
         changes = net_changes(cdf, key, columns, columns)
 
     out_uri = wh.changes(consumer, table_rel, from_version, to_version)

@@ -15,17 +15,23 @@ one new version per run, tagged with the run's logical date.
 
 from __future__ import annotations
 
+from typing import Any
+
 from spark_jobs.contract import HistoryResult, HistorySpec, parse_logical_date, table_ref
 from spark_jobs.errors import ConfigError
 from spark_jobs.keys import require_columns
 from spark_jobs.lake import commit_metadata, history, table_history
+from spark_jobs.renames import to_head_names
 from spark_jobs.timetravel import recorded_in
 
 SCD_COLUMNS = ("valid_from", "valid_to", "is_current", "_version")
 
 
-def scd2_frame(spark, uri: str, key: list[str], chain: list[tuple[int, str]]):
-    """The SCD2 rows of table ``uri`` over ``chain`` = [(version, logical date)] in order."""
+def scd2_frame(spark, uri: str, key: list[str], chain: list[tuple[int, str]],
+               entries: list[dict[str, Any]] | None = None):
+    """The SCD2 rows of table ``uri`` over ``chain`` = [(version, logical date)] in order. ``entries``
+    (the table's history) tell the renamed columns: each version is read under the head's names, so a
+    rename closes no interval (:mod:`spark_jobs.renames`)."""
     from functools import reduce
 
     from pyspark.sql import Window
@@ -34,6 +40,7 @@ def scd2_frame(spark, uri: str, key: list[str], chain: list[tuple[int, str]]):
     frames = []
     for index, (version, _) in enumerate(chain):
         frame = spark.read.format("delta").option("versionAsOf", version).load(uri)
+        frame = to_head_names(frame, entries or [], version)
         frames.append(frame.withColumn("_i", F.lit(index)))
     rows = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
     values = [c for c in rows.columns if c not in (*key, "_i")]
@@ -85,7 +92,7 @@ def run_history(spark, spec: HistorySpec) -> HistoryResult:
 
     out_rel = spec.rel
     out_uri = wh.uri(out_rel)
-    frame = scd2_frame(spark, uri, key, chain)
+    frame = scd2_frame(spark, uri, key, chain, entries)
     metadata = {"job": spec.job, "logical_date": spec.logical_date, "run_id": spec.run_id,
                 "source": rel, "source_version": chain[-1][0], "primary_key": key}
     with commit_metadata(spark, metadata):

@@ -10,6 +10,10 @@ Every commit carries ``{"job": "snapshot", "logical_date", "run_id", "primary_ke
 recorded version without reading the source again, and a logical date older than the newest recorded
 one is refused (versions must follow logical dates).
 
+Renamed source columns keep their history when the spec says ``renames={"old": "new"}``: the run
+renames the table's column through Delta column mapping (metadata-only commits of their own before
+the snapshot commit, see :mod:`spark_jobs.renames`), so the snapshot commit changes no row for it.
+
 Change Data Feed fast path (design 4.1): when the source is a Delta table with Change Data Feed
 (``{"format": "delta", "path": ..., "cdf": true}``, or CDF found on the source unless ``"cdf": false``),
 every commit also records the source version it read (``source_version``). The next run then reads
@@ -35,7 +39,7 @@ from typing import Any
 from spark_jobs import crashpoints, rebuild, upsert_kafka
 from spark_jobs.columns import CDF_COLUMNS, check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
-from spark_jobs.diff import AFTER_TYPES, net_changes
+from spark_jobs.diff import AFTER_TYPES, BEFORE_TYPES, net_changes
 from spark_jobs.errors import ConfigError, SchemaDriftError
 from spark_jobs.keys import check_key_counts, check_primary_key
 from spark_jobs.lake import (
@@ -49,6 +53,8 @@ from spark_jobs.lake import (
     on_top_of,
     table_history,
 )
+from spark_jobs.partitions import check_layout, check_new_layout, touched_predicate
+from spark_jobs.renames import apply_renames, pending_renames
 from spark_jobs.sources import describe, read_source
 from spark_jobs.timetravel import pin_delta_source, recorded_for, recorded_in
 
@@ -115,11 +121,14 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
         base = latest_version(spark, uri) if rebuilding is not None else int(entries[0]["version"])
     # the fast path applies the source's changes since the head's source version: never on a rebuild,
     # whose restore just moved the head away from the entries read above
+    partition_by = spec.partition_by
+    if exists and partition_by:
+        check_layout(spark, uri, partition_by, f"Snapshot {name}")
     since = _cdf_since(spark, uri, source, key, entries[0]) if entries is not None and rebuilding is None else None
     if entries is not None and since is not None:
         with on_top_of(spark, base):
             entry = _apply_source_changes(spark, uri, source, key, name, since,
-                                          int(entries[0]["metadata"]["rows"]), metadata, base)
+                                          int(entries[0]["metadata"]["rows"]), metadata, base, partition_by)
         return _result(wh, rel, entry, source, reused=False, read="change_data_feed")
     # a Kafka source reads on from the offsets the head recorded, unless it replays the whole topic
     read_on = (upsert_kafka.read_on(spark, uri, topic, key, entries[0])
@@ -138,13 +147,21 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     try:
         check_column_names(df.columns, f"Snapshot {name}")
         metadata["rows"] = check_primary_key(df, key, f"Snapshot {name}")
+        if exists:
+            table_columns = spark.read.format("delta").load(uri).columns
+            renames = pending_renames(spec.renames, table_columns, df.columns, f"Snapshot {name}")
+            df, added = _align_schema(spark, uri, df, name, spec.allow_schema_evolution, renames)
+            if renames:  # metadata-only commits of their own, before the snapshot's
+                base = apply_renames(spark, uri, renames, spec.run_id, base)
         with commit_metadata(spark, metadata):
             if exists:
-                df, added = _align_schema(spark, uri, df, name, spec.allow_schema_evolution)
                 with on_top_of(spark, base):
-                    entry = _merge(spark, uri, df, key, added, metadata, base)
+                    entry = _merge(spark, uri, df, key, added, metadata, base, partition_by)
             else:
                 writer = df.write.format("delta").mode("error")  # errorifexists, spelled the way Spark Connect accepts
+                if partition_by:
+                    check_new_layout(df.schema, partition_by, f"Snapshot {name}")
+                    writer = writer.partitionBy(*partition_by)
                 for prop, value in TABLE_PROPERTIES.items():
                     writer = writer.option(prop, value)
                 writer.save(uri)
@@ -158,9 +175,11 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
 
 
 def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict[str, Any],
-           base: int) -> dict[str, Any]:
+           base: int, partition_by: list[str] | None = None) -> dict[str, Any]:
     """MERGE the extract: update changed rows, insert new keys, delete vanished ones. ``added`` are
-    columns new to the table (schema evolution): a row changes if it has a value there.
+    columns new to the table (schema evolution): a row changes if it has a value there. With
+    ``partition_by`` (the table's partition columns) the MERGE matches only in the partitions where
+    the changed rows' current versions live (:mod:`spark_jobs.partitions`).
 
     The changed rows are found first, by a full outer join of the extract with the table's keys and
     row hashes (:func:`_changed_rows`); only those reach the MERGE. A MERGE of the whole extract
@@ -170,9 +189,11 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     version it read: if another run moves the table between the join and the MERGE, this run's
     commit is refused instead of applying its changes to the other run's data."""
     from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     values = [c for c in df.columns if c not in key]
-    changes = _changed_rows(spark, uri, df, key, values, added).persist(StorageLevel.MEMORY_AND_DISK)
+    changes = _changed_rows(spark, uri, df, key, values, added, partition_by or []).persist(
+        StorageLevel.MEMORY_AND_DISK)
     try:
         # Counted first (it fills the cache the MERGE reads): a run that changed no row skips planning
         # and running a MERGE that would commit nothing. New columns still go through it (they are
@@ -180,6 +201,9 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
         if not added and not changes.count():
             return _record_if_unchanged(spark, uri, metadata, base)
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
+        if partition_by:
+            current = changes.where(F.col(PRIOR).isNotNull()).select(f"{PRIOR}.*")
+            on = _pruned(on, touched_predicate(current, partition_by))
         sets = {f"`{c}`": f"s.`{c}`" for c in values}
         clauses = [f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE"]
         if values:
@@ -199,13 +223,16 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
 
 
 VANISHED = "_aretl_vanished"  # set on a change row whose key is in the table but not in the extract
+PRIOR = "_aretl_prior_partition"  # the partition values of the key's row in the table (null: not there)
 
 
-def _changed_rows(spark, uri: str, df, key: list[str], values: list[str], added: list[str]):
+def _changed_rows(spark, uri: str, df, key: list[str], values: list[str], added: list[str],
+                  partition_by: list[str]):
     """The extract's rows that differ from the table (new keys and changed rows) plus one row per
     vanished key (``VANISHED`` true), from a full outer join on the key of the extract with the
     table's keys and row hashes. Columns new to the table hash as null on the table side, so a row
-    changes if it has a value there."""
+    changes if it has a value there. For a partitioned table each row also carries ``PRIOR``, the
+    partition its key's row is in now."""
     from pyspark.sql import functions as F
 
     def col(name):
@@ -213,14 +240,16 @@ def _changed_rows(spark, uri: str, df, key: list[str], values: list[str], added:
 
     keys = [col(c) for c in key]
     table = spark.read.format("delta").load(uri)
+    prior = [F.struct(*[col(c) for c in partition_by]).alias(PRIOR)] if partition_by else []
     table = table.select(*keys, _row_hash([F.lit(None) if c in added else col(c) for c in values])
-                         .alias("_table_hash"))
+                         .alias("_table_hash"), *prior)
     extract = df.select(*keys, *[col(c) for c in values], _row_hash([col(c) for c in values]).alias("_extract_hash"),
                         F.lit(True).alias("_in_extract"))
     joined = extract.join(table, key, "full_outer")
     return (joined.where(F.col("_in_extract").isNull() | F.col("_table_hash").isNull()
                          | (F.col("_table_hash") != F.col("_extract_hash")))
-            .select(*keys, *[col(c) for c in values], F.col("_in_extract").isNull().alias(VANISHED)))
+            .select(*keys, *[col(c) for c in values], F.col("_in_extract").isNull().alias(VANISHED),
+                    *[F.col(PRIOR)] if partition_by else []))
 
 
 def _row_hash(columns):
@@ -246,6 +275,11 @@ def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any], base: int) -
     # on_top_of, so it cannot tag a head another run wrote since this one compared (§7.1).
     spark.read.format("delta").load(uri).limit(0).write.format("delta").mode("append").save(uri)
     return _own_commit(spark, uri, metadata, base)
+
+
+def _pruned(on: str, predicate: str | None) -> str:
+    """A MERGE's ON clause restricted to the partitions ``predicate`` names (None: all of them)."""
+    return on if predicate is None else f"{on} AND {predicate}"
 
 
 def _unchanged(values: list[str]) -> str:
@@ -280,12 +314,16 @@ def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str], newest: 
 
 
 def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str], name: str, since: int,
-                          previous_rows: int, metadata: dict[str, Any], base: int) -> dict[str, Any]:
+                          previous_rows: int, metadata: dict[str, Any], base: int,
+                          partition_by: list[str]) -> dict[str, Any]:
     """The fast path: MERGE the source's net changes over (since, version] as one commit; returns its
     history entry. ``previous_rows``: the row count the table's newest commit recorded; ``base``: the
-    version the commit must land on (the caller runs this :func:`~spark_jobs.lake.on_top_of` it)."""
+    version the commit must land on (the caller runs this :func:`~spark_jobs.lake.on_top_of` it).
+    With ``partition_by`` the MERGE matches only in the partitions of the changed rows' before-images,
+    which are where their current rows are."""
     from pyspark import StorageLevel
     from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
 
     version = int(source["version"])
     if version == since:
@@ -303,8 +341,11 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
     try:
         metadata["rows"] = previous_rows + _check_changed_keys(spark, uri, cdf, key, f"Snapshot {name}")
         values = [c for c in cdf.columns if c not in key and c not in CDF_COLUMNS]
-        changes = net_changes(cdf, key, values, values).where("_change_type <> 'update_preimage'")
+        net = net_changes(cdf, key, values, values)
+        changes = net.where("_change_type <> 'update_preimage'")
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
+        if partition_by:
+            on = _pruned(on, touched_predicate(net.where(F.col("_change_type").isin(*BEFORE_TYPES)), partition_by))
         clauses = ["WHEN MATCHED AND s._change_type = 'delete' THEN DELETE"]
         if values:
             clauses.append(f"WHEN MATCHED AND s._change_type <> 'delete' AND NOT ({_unchanged(values)}) "
@@ -338,12 +379,13 @@ def _check_changed_keys(spark, uri: str, cdf, key: list[str], where: str) -> int
     return int(totals["delta"] or 0)
 
 
-def _align_schema(spark, uri: str, df, name: str, allow_evolution: bool):
+def _align_schema(spark, uri: str, df, name: str, allow_evolution: bool, renames: dict[str, str]):
     """Refuse schema drift unless allowed; when allowed, new columns are added and dropped columns
-    become null (a snapshot records what the source has now). A changed type is always refused."""
+    become null (a snapshot records what the source has now). A changed type is always refused.
+    The table's columns are compared under the names ``renames`` is about to give them."""
     from pyspark.sql import functions as F
 
-    target = {f.name: f.dataType for f in spark.read.format("delta").load(uri).schema.fields}
+    target = {renames.get(f.name, f.name): f.dataType for f in spark.read.format("delta").load(uri).schema.fields}
     source = {f.name: f.dataType for f in df.schema.fields}
     added = [c for c in source if c not in target]
     removed = [c for c in target if c not in source]
@@ -358,7 +400,8 @@ def _align_schema(spark, uri: str, df, name: str, allow_evolution: bool):
         if changed:
             parts.append(f"changed type(s) {changed}")
         hint = (" Changed types need a new snapshot table." if changed
-                else " Pass allow_schema_evolution=True to add new columns and null out missing ones.")
+                else " Pass allow_schema_evolution=True to add new columns and null out missing ones, or "
+                     "renames={old: new} for a renamed column.")
         raise SchemaDriftError(f"Snapshot {name}: the source schema drifted from the table: "
                                f"{'; '.join(parts)}.{hint} Nothing was written.")
     for col in removed:

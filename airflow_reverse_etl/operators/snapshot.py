@@ -31,6 +31,12 @@ class SnapshotOperator(ReverseEtlJobOperator):
     :param source_conn_id: Airflow connection of a JDBC source (postgres, mysql or jdbc), or of a Kafka
         source (a ``reverse_etl_kafka`` or ``kafka`` connection: brokers, SASL login, extras).
     :param allow_schema_evolution: add new source columns / null out dropped ones instead of failing.
+    :param renames: ``{"old": "new"}`` source columns that were renamed: the table's column is renamed
+        through Delta column mapping and keeps its history (no row changes, the diff sends nothing for
+        it, SCD2 intervals stay open). Declarative: a rename already applied is a no-op.
+    :param partition_by: column(s) to partition the table by, chosen when it is created (a later run
+        whose partition_by differs is refused): each run's MERGE then reads and rewrites only the
+        partitions its changes touch (``spark_jobs.partitions``).
     :param on_past_date: ``"refuse"`` (default) or ``"rebuild"`` (templated, e.g. from the run's conf):
         record a date older than the newest recorded one by rebuilding forward — restore the table to
         the date before, record this date, replay the later dates from their own recorded versions,
@@ -49,15 +55,19 @@ class SnapshotOperator(ReverseEtlJobOperator):
 
     def __init__(self, *, name: str, source: dict[str, Any], primary_key: str | list[str],
                  source_conn_id: str | None = None, allow_schema_evolution: bool = SnapshotSpec.allow_schema_evolution,
+                 renames: dict[str, str] | None = None, partition_by: str | list[str] | None = None,
                  on_past_date: str = SnapshotSpec.on_past_date, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check_static(SnapshotSpec, name=name, source=source, primary_key=primary_key,
-                                  allow_schema_evolution=allow_schema_evolution, on_past_date=on_past_date)
+                                  allow_schema_evolution=allow_schema_evolution, renames=renames or {},
+                                  partition_by=partition_by or [], on_past_date=on_past_date)
         self.name = name
         self.source = source
         self.primary_key = primary_key
         self.source_conn_id = source_conn_id
         self.allow_schema_evolution = allow_schema_evolution
+        self.renames = dict(renames or {})
+        self.partition_by = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
         self.on_past_date = on_past_date
         self.declare_outlets(f"snapshots/{name}")
 
@@ -72,7 +82,9 @@ class SnapshotOperator(ReverseEtlJobOperator):
             settings, secrets = jdbc_source(self.source_conn_id)
             source = {"format": "jdbc", **settings, **source}
         return {"name": self.name, "source": source, "primary_key": self.primary_key,
-                "allow_schema_evolution": self.allow_schema_evolution, "on_past_date": self.on_past_date}, secrets
+                "allow_schema_evolution": self.allow_schema_evolution, "renames": self.renames,
+                "partition_by": self.partition_by,
+                "on_past_date": self.on_past_date}, secrets
 
     def build_spec(self, context):
         values, secrets = self.snapshot_values()

@@ -54,6 +54,16 @@ def count(value: Any) -> int:
     return integer(value)
 
 
+def renaming(value: Any) -> dict[str, str]:
+    """``{old column: new column}``: names, each new name once."""
+    value = mapping(value)
+    if not all(isinstance(k, str) and k and isinstance(v, str) and v and k != v for k, v in value.items()):
+        raise Invalid("a mapping of column names to different new column names")
+    if len(set(value.values())) != len(value):
+        raise Invalid("a mapping that renames each column to a distinct name")
+    return value
+
+
 def wide_table(value: Any) -> WideTable:
     return value if isinstance(value, WideTable) else parse_wide_table(value)
 
@@ -123,6 +133,8 @@ class SnapshotSpec(JobSpec):
     source: dict[str, Any] = option(check=source, factory=dict)
     primary_key: list[str] = option(check=required_names, factory=list)
     allow_schema_evolution: bool = option(False, flag)
+    renames: dict[str, str] = option(check=renaming, factory=dict)  # spark_jobs.renames
+    partition_by: list[str] = option(check=names, factory=list)  # spark_jobs.partitions
     on_past_date: str = option("refuse", one_of(*PAST_DATE_POLICIES))  # spark_jobs.rebuild
 
     @property

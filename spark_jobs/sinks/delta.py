@@ -12,9 +12,11 @@ action — no rows travel through Python.
   new state (existing rows not touched, plus the upserted/inserted/updated rows) is written beside
   the target and swapped in by renames; on object stores the swap is not atomic, prefer Delta there.
 
-Options: :class:`DeltaOptions` — ``path`` (any URI Spark can write), ``format``. The target is
-created from the change set's schema on first use; afterwards a field it lacks, or a field whose
-type differs, is an error naming the column.
+Options: :class:`DeltaOptions` — ``path`` (any URI Spark can write), ``format``, ``schema_evolution``.
+The target is created from the change set's schema on first use; afterwards a field whose type
+differs is an error naming the column, and so is a field it lacks unless
+``schema_evolution="add_columns"``: then the MERGE adds it by Delta's schema evolution, in the same
+commit as the rows (a Parquet target is rewritten with it).
 """
 
 from __future__ import annotations
@@ -23,11 +25,15 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from spark_jobs.errors import DestinationError
 from spark_jobs.fs import delete, exists, rename
 from spark_jobs.sinks.base import FrameSink
 from spark_jobs.sinks.core import Stats
-from spark_jobs.sinks.options import SinkOptions, option
+from spark_jobs.sinks.options import option
+from spark_jobs.sinks.schema import SchemaEvolutionOptions, new_fields
+
+
+#: Delta's schema evolution for MERGE: assignments to columns the table lacks add them.
+AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
 
 
 def _session():
@@ -38,7 +44,7 @@ def _session():
 
 
 @dataclass(frozen=True, kw_only=True)
-class DeltaOptions(SinkOptions):
+class DeltaOptions(SchemaEvolutionOptions):
     path: str = option("where the table is published: any URI Spark can write")
     format: Literal["delta", "parquet"] = option("the table format", "delta")
 
@@ -66,14 +72,8 @@ class DeltaSink(FrameSink):
         if target is None:
             return
         columns = {f.name: f.dataType.simpleString() for f in target.schema.fields}
-        missing = [f for f in schema if f not in columns]
-        if missing:
-            raise DestinationError(f"The {self.format} table at {self.path} has no column(s) {missing}; "
-                                   f"its columns are {list(columns)}. Change field_mapping or republish.")
-        for field, spark_type in schema.items():
-            if columns[field] != spark_type and spark_type != "void":
-                raise DestinationError(f"Column {field!r} of the {self.format} table at {self.path} is "
-                                       f"{columns[field]}, but the change set sends {spark_type}")
+        new_fields(f"the {self.format} table at {self.path}", columns, schema, self.options.schema_evolution,
+                   lambda held, sent: held == sent or sent == "void")
 
     def count(self) -> int | None:
         target = self._target(_session())
@@ -100,12 +100,20 @@ class DeltaSink(FrameSink):
         values = {f"`{f}`": f"s.`{f}`" for f in fields}
         condition = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
 
+        evolve = self.options.schema_evolution == "add_columns"  # a field the table lacks becomes a column
+
         @retry_on_conflict
         def merge():
-            merge_into(spark, self.path, frame.select(*fields, "_op"), condition,
-                       "WHEN MATCHED AND s._op = 'delete' THEN DELETE",
-                       "WHEN MATCHED AND s._op IN ('upsert', 'update') THEN UPDATE SET " + assignments(values),
-                       "WHEN NOT MATCHED AND s._op IN ('upsert', 'insert') THEN INSERT " + insert_values(values))
+            if evolve:
+                spark.conf.set(AUTO_MERGE_CONF, "true")
+            try:
+                merge_into(spark, self.path, frame.select(*fields, "_op"), condition,
+                           "WHEN MATCHED AND s._op = 'delete' THEN DELETE",
+                           "WHEN MATCHED AND s._op IN ('upsert', 'update') THEN UPDATE SET " + assignments(values),
+                           "WHEN NOT MATCHED AND s._op IN ('upsert', 'insert') THEN INSERT " + insert_values(values))
+            finally:
+                if evolve:
+                    spark.conf.unset(AUTO_MERGE_CONF)
 
         merge()
 
@@ -118,11 +126,13 @@ class DeltaSink(FrameSink):
         else:
             existing_keys = target.select(*keys)
             replaced = ops.where(F.col("_op") != "insert").select(*keys)
-            kept = target.select(*fields).join(replaced, keys, "left_anti")
+            # fields new to the table (schema_evolution) are null in the rows it keeps
+            kept = target.select(*[f for f in fields if f in target.columns]).join(replaced, keys, "left_anti")
             upserts = ops.where(F.col("_op") == "upsert").select(*fields)
             inserts = ops.where(F.col("_op") == "insert").join(existing_keys, keys, "left_anti").select(*fields)
             updates = ops.where(F.col("_op") == "update").join(existing_keys, keys, "left_semi").select(*fields)
-            state = kept.unionByName(upserts).unionByName(inserts).unionByName(updates)
+            state = (kept.unionByName(upserts, allowMissingColumns=True).unionByName(inserts)
+                     .unionByName(updates).select(*fields))
         staged = f"{self.path.rstrip('/')}.staged-{uuid.uuid4().hex[:8]}"
         state.write.parquet(staged)
         retired = f"{self.path.rstrip('/')}.retired-{uuid.uuid4().hex[:8]}"

@@ -16,14 +16,15 @@ transient: the core retries the batch on a fresh connection.
 
 Before anything is sent, :meth:`PostgresSink.prepare` checks the target on the driver: the table
 exists (or is created from the change set's schema with ``create_table``), every field has a column
-of a compatible type, the key has a unique index (``ON CONFLICT`` needs one), and no ``NOT NULL``
-column without a default is left out. Each failure names the column.
+of a compatible type (a new field's column is added with ``schema_evolution="add_columns"``), the
+key has a unique index (``ON CONFLICT`` needs one), and no ``NOT NULL`` column without a default is
+left out. Each failure names the column.
 
 Connection: the Airflow Postgres connection's host, port, login and schema (the database), its
 password and its libpq extras (``sslmode``, ``connect_timeout``, …) from the secrets.
 Options: :class:`PostgresOptions`. Table creation, the missing-column and NOT NULL checks, quoting and
-the ``ON CONFLICT`` shapes are the shared SQL ones (:mod:`spark_jobs.sinks.sql`); the type check and
-the unique-index check are Postgres's own.
+the ``ON CONFLICT`` shapes are the shared SQL ones (:mod:`spark_jobs.sinks.sql`); which Spark types
+a column takes and the unique-index check are Postgres's own.
 """
 
 from __future__ import annotations
@@ -180,14 +181,10 @@ class PostgresSink(SqlSink):
         )
         return {name: Column(kind, nullable, default) for name, kind, nullable, default in cur}
 
+    def accepts(self, column_type: str, spark_type: str) -> bool:
+        return compatible(column_type, spark_type)
+
     def check_table(self, cur, columns: dict[str, Column], schema: dict[str, str]) -> None:
-        for field, spark_type in schema.items():
-            pg_type = columns[field].type
-            if not compatible(pg_type, spark_type):
-                raise DestinationError(
-                    f"Column {field!r} of Postgres table {self.table_name()} is {pg_type}, which cannot take the "
-                    f"change set's {spark_type} values; change the column type or map another field to it."
-                )
         if self.config.mode != "update" and not self._has_unique_key(cur):
             raise DestinationError(
                 f"Postgres table {self.table_name()} has no primary key or unique index on exactly "

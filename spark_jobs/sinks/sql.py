@@ -6,9 +6,10 @@
   statement shapes that coincide: ``INSERT … ON CONFLICT (key) DO UPDATE SET …`` / ``DO NOTHING`` and
   the ``name = value`` lists of assignments and key matches.
 * Table preparation on the driver (:meth:`SqlSink.prepare`): create a missing table from the change
-  set's schema with the key as primary key, or check that every field has a column and that no
-  ``NOT NULL`` column without a default is left unfilled — each failure naming the column — and the
-  destination's row count for mirror mode's delete guard.
+  set's schema with the key as primary key, or check that every field has a column of a type that
+  takes it (adding missing columns with ``ALTER TABLE … ADD COLUMN`` when ``schema_evolution`` says so,
+  :mod:`spark_jobs.sinks.schema`) and that no ``NOT NULL`` column without a default is left unfilled —
+  each failure naming the column — and the destination's row count for mirror mode's delete guard.
 
 How rows travel stays each dialect's own: Postgres loads a batch in bulk (``COPY`` into a staging
 table, then set-based statements), SQLite runs statements record-wise in one transaction.
@@ -22,7 +23,8 @@ from typing import Any, Callable, ClassVar, Iterable
 
 from spark_jobs.errors import DestinationError
 from spark_jobs.sinks.base import Sink
-from spark_jobs.sinks.options import SinkOptions, option
+from spark_jobs.sinks.options import option
+from spark_jobs.sinks.schema import SchemaEvolutionOptions, new_fields
 
 #: The column type a sink gives each Spark type when it creates the table, per dialect; ``{params}``
 #: keeps a decimal's precision and scale. Spark types not listed (arrays, maps, structs, intervals)
@@ -93,7 +95,7 @@ class Column:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SqlOptions(SinkOptions):
+class SqlOptions(SchemaEvolutionOptions):
     table: str = option("the destination table")
     create_table: bool = option("create the table from the change set's schema, key as PRIMARY KEY, when it "
                                 "is missing", True)
@@ -101,8 +103,8 @@ class SqlOptions(SinkOptions):
 
 class SqlSink(Sink):
     """Base of the SQL sinks. A subclass names its ``dialect`` (a column of :data:`COLUMN_TYPES`),
-    says how to open a driver-side cursor and how to describe the table, and may add checks of its
-    own in :meth:`check_table`."""
+    says how to open a driver-side cursor, how to describe the table and which column types take
+    which Spark types (:meth:`accepts`), and may add checks of its own in :meth:`check_table`."""
 
     dialect: ClassVar[str]
     #: The dialect's name in messages.
@@ -136,8 +138,12 @@ class SqlSink(Sink):
         """The table's columns in order; empty when the table does not exist."""
         raise NotImplementedError
 
+    def accepts(self, column_type: str, spark_type: str) -> bool:
+        """Whether a column of ``column_type`` (as :meth:`describe` names it) takes ``spark_type`` values."""
+        raise NotImplementedError
+
     def check_table(self, cur, columns: dict[str, Column], schema: dict[str, str]) -> None:
-        """Checks only this dialect needs, after the shared ones (types, unique indexes)."""
+        """Checks only this dialect needs, after the shared ones (unique indexes)."""
 
     # --- driver side --------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
@@ -149,6 +155,13 @@ class SqlSink(Sink):
                                            "is off)")
                 cur.execute(self.create_table(schema))
                 return
+            added = new_fields(f"{self.label} table {self.table_name()}", {n: c.type for n, c in columns.items()},
+                               schema, self.options.schema_evolution, self.accepts)
+            for field in added:  # one statement each: SQLite adds one column per ALTER TABLE
+                cur.execute(f"ALTER TABLE {self.target} ADD COLUMN {quote(field)} "
+                            f"{column_type(self.dialect, schema[field])}")
+            if added:
+                columns = self.describe(cur)
             self.check_columns(columns, schema)
             self.check_table(cur, columns, schema)
 
@@ -158,13 +171,7 @@ class SqlSink(Sink):
                 f"PRIMARY KEY ({column_list(self.config.key_fields)}))")
 
     def check_columns(self, columns: dict[str, Column], schema: dict[str, str]) -> None:
-        """Every field has a column, and every column a row needs is filled."""
-        missing = [f for f in schema if f not in columns]
-        if missing:
-            raise DestinationError(
-                f"{self.label} table {self.table_name()} has no column(s) {missing}; its columns are "
-                f"{list(columns)}. Add them or change field_mapping."
-            )
+        """Every column a row needs is filled."""
         if self.config.mode in ("upsert", "insert", "mirror"):
             required = [name for name, column in columns.items()
                         if not column.nullable and not column.has_default and name not in schema]

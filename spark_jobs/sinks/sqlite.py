@@ -17,7 +17,8 @@ Values SQLite has no exact type for are stored so that they read back as what th
   arrays and maps as JSON text.
 
 Options: :class:`SqliteOptions`. Table creation and the driver-side checks are the shared SQL ones
-(:mod:`spark_jobs.sinks.sql`).
+(:mod:`spark_jobs.sinks.sql`); which declared column types keep which Spark types follows SQLite's
+type affinity (:func:`accepts`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any, Iterator, Sequence
 from spark_jobs.errors import DestinationError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities
 from spark_jobs.sinks.options import option
-from spark_jobs.sinks.sql import Column, SqlOptions, SqlSink, equal, insert
+from spark_jobs.sinks.sql import Column, SqlOptions, SqlSink, column_type, equal, insert, spark_family
 
 
 def _adapt(value: Any) -> Any:
@@ -51,6 +52,31 @@ def _adapt(value: Any) -> Any:
     if isinstance(value, (list, dict)):
         return json.dumps(value, default=str)
     return value
+
+
+def affinity(declared: str) -> str:
+    """SQLite's type affinity of a declared column type, by its documented rules in their order."""
+    kind = declared.upper()
+    if "INT" in kind:
+        return "INTEGER"
+    if any(word in kind for word in ("CHAR", "CLOB", "TEXT")):
+        return "TEXT"
+    if "BLOB" in kind or not kind:
+        return "BLOB"
+    if any(word in kind for word in ("REAL", "FLOA", "DOUB")):
+        return "REAL"
+    return "NUMERIC"
+
+
+def accepts(declared: str, spark_type: str) -> bool:
+    """Whether a column declared ``declared`` keeps ``spark_type`` values as this sink stores them: a
+    column without affinity (BLOB) or of NUMERIC affinity keeps anything, INTEGER and REAL columns
+    keep numbers (decimals too), and otherwise the affinity must be the one this sink would create
+    (a TEXT column would turn numbers into text, an INTEGER column text into numbers)."""
+    held, sent = affinity(declared), affinity(column_type("sqlite", spark_type))
+    numbers = ("INTEGER", "REAL")
+    return (held in ("BLOB", "NUMERIC") or held == sent
+            or held in numbers and (sent in numbers or spark_family(spark_type) == "decimal"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,6 +115,9 @@ class SqliteSink(SqlSink):
     def describe(self, cur) -> dict[str, Column]:
         return {name: Column(kind.lower(), nullable=not notnull, has_default=default is not None)
                 for _, name, kind, notnull, default, _ in cur.execute(f"PRAGMA table_info({self.target})")}
+
+    def accepts(self, column_type: str, spark_type: str) -> bool:
+        return accepts(column_type, spark_type)
 
     # --- executor side ------------------------------------------------------------------------
     def open(self) -> None:

@@ -1,0 +1,108 @@
+"""Column renames that keep a column's history, through Delta column mapping.
+
+Without this, a source column renamed from ``name`` to ``full_name`` reaches a snapshot as a drop
+plus an add: with ``allow_schema_evolution`` the old column turns null in every row and the new one
+is filled, so the Change Data Feed updates every row, every consumer resends its whole table and
+the SCD2 history closes every interval. A rename is a metadata change: with
+``delta.columnMapping.mode = name`` Delta's ``ALTER TABLE … RENAME COLUMN`` renames the column in
+the schema only, the data files keep their physical column, and the rows are untouched.
+
+The user says which columns were renamed (``renames={"name": "full_name"}`` on the snapshot).
+Renames are not detected: a column that vanished and one that appeared with the same type may as
+well be a drop and an unrelated add (``phone`` gone, ``mobile`` new), and guessing wrongly would
+silently re-label data; the values cannot tell either, since a renamed column may change values in
+the same run. The option is declarative and idempotent: a rename already applied (the table has the
+new name and not the old one) is a no-op, so it may stay in the DAG for good.
+
+A run that renames makes its rename commits (the column mapping upgrade the first time, then one
+``RENAME COLUMN`` per column) before its snapshot commit. They carry ``{"job": "rename", "run_id",
+"renames"}`` and no logical date, so they are not recorded snapshots and add no Change Data Feed
+rows. Delta refuses to read the Change Data Feed across a rename, so readers of a range that spans
+rename commits read the range in pieces between them, each piece renamed to the head's names
+(:func:`spark_jobs.diff.read_changes`); time-travel readers rename an old version's columns with
+:func:`names_at_head`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from spark_jobs.errors import ConcurrentWriteError, ConfigError
+from spark_jobs.lake import commit_metadata, delta_path, history
+
+#: The ``job`` of the commits a rename makes.
+RENAME_JOB = "rename"
+
+
+def pending_renames(renames: dict[str, str], table: list[str], source: list[str], where: str) -> dict[str, str]:
+    """The renames of ``renames`` the table (columns ``table``) still needs, given the source's columns;
+    a rename that cannot apply is a :class:`ConfigError` naming it, raised before anything is written."""
+    pending = {}
+    for old, new in renames.items():
+        if new in table and old not in table:
+            continue  # applied by an earlier run
+        if old not in table:
+            raise ConfigError(f"{where}: renames {old!r} -> {new!r}, but the table has no column {old!r} "
+                              f"(its columns are {table}).")
+        if new in table:
+            raise ConfigError(f"{where}: renames {old!r} -> {new!r}, but the table has both columns; "
+                              "drop the rename from the options.")
+        if new not in source or old in source:
+            raise ConfigError(f"{where}: renames {old!r} -> {new!r}, but the source has "
+                              f"{'both columns' if new in source else f'no column {new!r}'} "
+                              f"(its columns are {source}). Nothing was written.")
+        pending[old] = new
+    return pending
+
+
+def apply_renames(spark, uri: str, renames: dict[str, str], run_id: str | None, base: int) -> int:
+    """Rename the columns of the Delta table at ``uri`` (version ``base``) as one commit each, turning
+    column mapping on first when it is off; returns the new head version. A commit by another run
+    meanwhile is a :class:`ConcurrentWriteError` (ALTER TABLE commits are not idempotent writes, so
+    they are checked after the fact: every commit since ``base`` must be this run's)."""
+    table = delta_path(uri)
+    detail = spark.sql(f"DESCRIBE DETAIL {table}").select("properties").first()
+    with commit_metadata(spark, {"job": RENAME_JOB, "run_id": run_id, "renames": {}}):
+        if (detail["properties"] or {}).get("delta.columnMapping.mode") != "name":
+            spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
+    for old, new in renames.items():
+        with commit_metadata(spark, {"job": RENAME_JOB, "run_id": run_id, "renames": {old: new}}):
+            spark.sql(f"ALTER TABLE {table} RENAME COLUMN {_quoted(old)} TO {_quoted(new)}")
+    newer = [e for e in history(spark, uri, 20) if e["version"] > base]
+    others = [e for e in newer if e["metadata"].get("run_id") != run_id]
+    if others:
+        raise ConcurrentWriteError(
+            f"Another run committed version {others[-1]['version']} of {uri} while this run was renaming "
+            f"columns {renames} on top of version {base}; retry after it finishes (the renames already made "
+            "are kept and not made again).")
+    return max(e["version"] for e in newer)
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def is_rename(entry: dict[str, Any]) -> bool:
+    """Whether the history entry is one of a rename's commits (no rows, no Change Data Feed)."""
+    return entry["metadata"].get("job") == RENAME_JOB
+
+
+def names_at_head(entries: list[dict[str, Any]], version: int, head: int | None = None) -> dict[str, str]:
+    """``{name at version: name at head}`` for the columns renamed after ``version`` up to ``head``
+    (default: the newest of ``entries``, the table's history)."""
+    renames = [e for e in entries if e["version"] > version and (head is None or e["version"] <= head) and is_rename(e)]
+    current: dict[str, str] = {}  # original name -> its name after the renames seen so far
+    for entry in sorted(renames, key=lambda e: e["version"]):
+        renamed = entry["metadata"].get("renames") or {}
+        carried = set(current.values())  # names that are already some original column's
+        for original, name in current.items():
+            current[original] = renamed.get(name, name)
+        current.update({old: new for old, new in renamed.items() if old not in carried})
+    return {old: new for old, new in current.items() if old != new}
+
+
+def to_head_names(frame, entries: list[dict[str, Any]], version: int, head: int | None = None):
+    """``frame``, read at ``version``, with its renamed columns under their names at ``head`` (default:
+    the newest of ``entries``)."""
+    renamed = {old: new for old, new in names_at_head(entries, version, head).items() if old in frame.columns}
+    return frame.withColumnsRenamed(renamed) if renamed else frame
