@@ -19,7 +19,10 @@ The append is a Delta idempotent write with ``txnAppId`` = the pair and ``txnVer
 sequence, so of two commits that started from the same sequence Delta lets exactly one through: the
 other is skipped (it started after the winner committed) or fails with a concurrent-transaction
 conflict (it overlapped the winner). Either way the loser reads the winner's row back and fails with
-:class:`~spark_jobs.errors.StaleCommitError`; the committed version never moves backwards.
+:class:`~spark_jobs.errors.StaleCommitError`; the committed version never moves backwards. Delta
+skips such a write without a word, so the sync looks for its own commit afterwards: each append
+carries its ``commit_id`` as the commit's ``userMetadata``, found in the table's newest history
+entries (one read of the log's last commits) and, failing that, by the row itself.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from datetime import datetime, timezone
 from spark_jobs import system_tables
 from spark_jobs.contract import Warehouse
 from spark_jobs.errors import StaleCommitError
+from spark_jobs.lake import history
 
 TABLE = "consumers"
 DDL = ("table STRING, consumer STRING, committed_version BIGINT, committed_at TIMESTAMP, run_id STRING, "
@@ -137,7 +141,7 @@ def commit_from(spark, wh: Warehouse, expected: Position, version: int, run_id: 
             raise
         commit_id = None
     # Delta skips an idempotent write silently when the sequence was taken before it started: read back.
-    if commit_id is None or not _landed(spark, wh, commit_id):
+    if commit_id is None or not (_in_recent_history(spark, wh, commit_id) or _landed(spark, wh, commit_id)):
         now = position(spark, wh, expected.table, expected.consumer)
         raise StaleCommitError(_stale_message(now, expected.version, version, delivered=True))
 
@@ -148,8 +152,20 @@ def _append(spark, wh: Warehouse, rows: list[tuple[str, str, int, int]], run_id:
     commit_id = uuid.uuid4().hex
     now = datetime.now(timezone.utc)
     frame = spark.createDataFrame([(t, c, int(v), now, run_id, seq, commit_id) for t, c, v, seq in rows], DDL)
-    system_tables.append(frame, wh.system(TABLE), txn)
+    system_tables.append(frame, wh.system(TABLE), txn, user_metadata=json.dumps({"commit_id": commit_id}))
     return commit_id
+
+
+#: How many of the table's newest commits :func:`_in_recent_history` looks at: more commits than this
+#: since a sync's own (many consumers committing at once) make it look the row up instead.
+RECENT_COMMITS = 20
+
+
+def _in_recent_history(spark, wh: Warehouse, commit_id: str) -> bool:
+    """Whether the commit of ``commit_id`` is among the table's newest commits: a read of the log's
+    last commit files, where :func:`_landed` plans and runs a scan. False is no answer: the commit
+    may be older than those."""
+    return any(e["metadata"].get("commit_id") == commit_id for e in history(spark, wh.system(TABLE), RECENT_COMMITS))
 
 
 def _landed(spark, wh: Warehouse, commit_id: str) -> bool:

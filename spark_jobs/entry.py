@@ -40,15 +40,16 @@ def run(spark, spec_json: dict) -> dict:
     """Parse the spec and run its job in an existing session (classic or Spark Connect); the result
     always has a ``status``."""
     from spark_jobs.contract import parse_spec
+    from spark_jobs.lineage import record_run
     from spark_jobs.session import running_in
+    from spark_jobs.system_tables import recorded_together
 
     started = time.monotonic()
     try:
         spec = parse_spec(spec_json)
-        with running_in(spark):
+        # the job's history rows (a sync's run row, the lineage row) are written side by side at the end
+        with running_in(spark), recorded_together():
             result = load_job(spec.job)(spark, spec).to_dict()
-            from spark_jobs.lineage import record_run
-
             # after success only: a failed job leaves no lineage row
             record_run(spark, spec, result, time.monotonic() - started)
         result["status"] = "success"

@@ -193,17 +193,31 @@ def ensure_system_table(spark, uri: str, ddl: str) -> None:
     )()
 
 
-def merge_into(spark, uri: str, source, on: str, *clauses: str) -> None:
+#: Whether a MERGE first copies its source: Delta does unless the source reads Delta tables only,
+#: because its passes (find the touched files, then write) must see the same rows.
+MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
+
+
+def merge_into(spark, uri: str, source, on: str, *clauses: str, checkpointed: bool = False) -> None:
     """``MERGE INTO`` the Delta table at ``uri`` (alias ``t``) from the frame ``source`` (alias ``s``)
     with the ``WHEN ...`` ``clauses`` in order. The frame is a temporary view of this session for
-    the statement's duration (a unique name: jobs may merge from several threads)."""
+    the statement's duration (a unique name: jobs may merge from several threads).
+
+    ``checkpointed``: ``source`` is a local checkpoint (``localCheckpoint(eager=True)``), rows
+    already computed with no lineage left to re-run, so every pass of the MERGE reads the same rows
+    (or fails if the blocks are lost, never sees other ones). Delta's own copy of the source is then
+    a second materialization of the same rows, and is skipped."""
     import uuid
 
     view = f"aretl_merge_source_{uuid.uuid4().hex}"
     source.createOrReplaceTempView(view)
+    if checkpointed:
+        spark.conf.set(MATERIALIZE_SOURCE_CONF, "none")
     try:
         spark.sql(f"MERGE INTO {delta_path(uri)} AS t USING {view} AS s ON {on} " + " ".join(clauses))
     finally:
+        if checkpointed:
+            spark.conf.unset(MATERIALIZE_SOURCE_CONF)
         spark.catalog.dropTempView(view)
 
 

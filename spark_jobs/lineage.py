@@ -41,7 +41,7 @@ def record_run(spark, spec: JobSpec, result: dict[str, Any], duration_s: float) 
         _refs(result.get("inputs")), _refs(result.get("outputs")), datetime.now(timezone.utc),
         round(float(duration_s), 3),
     )
-    system_tables.append(spark.createDataFrame([row], DDL), wh.system(TABLE))
+    system_tables.record(spark.createDataFrame([row], DDL), wh.system(TABLE))
 
 
 def read_lineage(spark, warehouse: str):

@@ -5,7 +5,8 @@ long did it take, which versions did it cover, did it commit — answered from o
 including for runs that failed (``status = 'failed'`` with the error) and dry runs.
 
 Each row is one blind append (:mod:`spark_jobs.system_tables`): no read, no existence check, no
-conflict with other tasks appending at once.
+conflict with other tasks appending at once. Under the entry point it is written when the job ends,
+beside the lineage row (:func:`spark_jobs.system_tables.recorded_together`).
 """
 
 from __future__ import annotations
@@ -54,5 +55,5 @@ def record(spark, wh: Warehouse, spec: SinkSpec, *, sink: str, destination: str,
     schema = StructType.fromDDL(DDL)
     assert isinstance(schema, StructType)
     frame = spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema)
-    system_tables.append(frame, wh.system(TABLE))
+    system_tables.record(frame, wh.system(TABLE))
     return row

@@ -188,37 +188,33 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     MERGE's cost follows the changes. The caller runs this :func:`~spark_jobs.lake.on_top_of` the
     version it read: if another run moves the table between the join and the MERGE, this run's
     commit is refused instead of applying its changes to the other run's data."""
-    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     values = [c for c in df.columns if c not in key]
-    changes = _changed_rows(spark, uri, df, key, values, added, partition_by or []).persist(
-        StorageLevel.MEMORY_AND_DISK)
+    # Computed once into a local checkpoint: the MERGE reads these rows as they are, without copying
+    # them first (merge_into's ``checkpointed``) and without re-reading the source.
+    changes = _changed_rows(spark, uri, df, key, values, added, partition_by or []).localCheckpoint(eager=True)
+    # A run that changed no row skips planning and running a MERGE that would commit nothing. New
+    # columns still go through it (they are added to the table even when every row is null there).
+    if not added and changes.isEmpty():
+        return _record_if_unchanged(spark, uri, metadata, base)
+    on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
+    if partition_by:
+        current = changes.where(F.col(PRIOR).isNotNull()).select(f"{PRIOR}.*")
+        on = _pruned(on, touched_predicate(current, partition_by))
+    sets = {f"`{c}`": f"s.`{c}`" for c in values}
+    clauses = [f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE"]
+    if values:
+        clauses.append("WHEN MATCHED THEN UPDATE SET " + assignments(sets))
+    clauses.append("WHEN NOT MATCHED THEN INSERT " + insert_values({**{f"`{c}`": f"s.`{c}`" for c in key}, **sets}))
+    if added:  # the MERGE adds the new columns to the table
+        spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
     try:
-        # Counted first (it fills the cache the MERGE reads): a run that changed no row skips planning
-        # and running a MERGE that would commit nothing. New columns still go through it (they are
-        # added to the table even when every row is null there).
-        if not added and not changes.count():
-            return _record_if_unchanged(spark, uri, metadata, base)
-        on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
-        if partition_by:
-            current = changes.where(F.col(PRIOR).isNotNull()).select(f"{PRIOR}.*")
-            on = _pruned(on, touched_predicate(current, partition_by))
-        sets = {f"`{c}`": f"s.`{c}`" for c in values}
-        clauses = [f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE"]
-        if values:
-            clauses.append("WHEN MATCHED THEN UPDATE SET " + assignments(sets))
-        clauses.append("WHEN NOT MATCHED THEN INSERT " + insert_values({**{f"`{c}`": f"s.`{c}`" for c in key}, **sets}))
-        if added:  # the MERGE adds the new columns to the table
-            spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
-        try:
-            merge_into(spark, uri, changes, on, *clauses)
-            crashpoints.reached("snapshot.merged")
-        finally:
-            if added:
-                spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
+        merge_into(spark, uri, changes, on, *clauses, checkpointed=True)
+        crashpoints.reached("snapshot.merged")
     finally:
-        changes.unpersist()
+        if added:
+            spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
     return _record_if_unchanged(spark, uri, metadata, base)
 
 

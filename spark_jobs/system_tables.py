@@ -11,7 +11,10 @@ key" (consumers) keep every appended row and resolve the newest one at read time
 Each table stays a plain Delta table at its path (``_system/consumers``, ``_system/runs``,
 ``_system/lineage``) that users can query. Delta cannot commit to several tables atomically, so a
 sync makes three appends (consumer commit, run row, lineage row) and other jobs one (lineage); none
-of them reads or rewrites anything.
+of them reads or rewrites anything. Only the consumer commit decides anything (it is the
+compare-and-set); the run and lineage rows only record what happened, so they are written after it,
+side by side (:func:`record` inside :func:`recorded_together`): a sync pays two appends' time, not
+three.
 
 Nothing checks whether a table exists before writing: the first append creates it (two first appends
 racing collide on the creation, and the loser tries again), and a read of a table not yet created is
@@ -19,6 +22,11 @@ an empty frame. Only the Spark DataFrame and SQL APIs are used, so this works ov
 """
 
 from __future__ import annotations
+
+import contextlib
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
@@ -48,18 +56,57 @@ _retry_on_conflict = retry(
 )
 
 
-def append(frame, uri: str, txn: tuple[str, int] | None = None) -> None:
+def append(frame, uri: str, txn: tuple[str, int] | None = None, user_metadata: str | None = None) -> None:
     """Append ``frame`` to the Delta table at ``uri``, creating it on first use.
 
     ``txn`` = (application id, version) makes the append a Delta idempotent write: Delta skips it
     when that application already committed a version >= this one, and fails it with
     ``DELTA_CONCURRENT_TRANSACTION`` when a concurrent transaction of the same application committed
-    first. ``mergeSchema`` lets a table written by an older release gain this release's columns.
+    first. ``user_metadata``: the commit's ``userMetadata`` (this write only, whatever the session
+    sets). ``mergeSchema`` lets a table written by an older release gain this release's columns.
     """
     writer = frame.write.format("delta").mode("append").option("mergeSchema", "true")
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", int(txn[1]))
+    if user_metadata is not None:
+        writer = writer.option("userMetadata", user_metadata)
     _retry_on_conflict(lambda: writer.save(uri))()
+
+
+_held: contextvars.ContextVar[list | None] = contextvars.ContextVar("aretl_held_records", default=None)
+
+
+def record(frame, uri: str) -> None:
+    """Append a history row (a run, a lineage row): at once, or inside :func:`recorded_together`
+    when the block ends, beside the block's other records."""
+    held = _held.get()
+    if held is None:
+        append(frame, uri)
+    else:
+        held.append((frame, uri))
+
+
+@contextlib.contextmanager
+def recorded_together() -> Iterator[None]:
+    """Write the :func:`record` rows of the block when it ends, whether it succeeds or fails, side by
+    side: each append is a small commit whose time is mostly latency (write one file, then commit to
+    the log), so two at once take about as long as one. Nothing in the block reads them back."""
+    held: list = []
+    token = _held.set(held)
+    try:
+        yield
+    finally:
+        _held.reset(token)
+        _append_side_by_side(held)
+
+
+def _append_side_by_side(rows: list) -> None:
+    if len(rows) == 1:
+        append(*rows[0])
+    elif rows:
+        with ThreadPoolExecutor(max_workers=len(rows), thread_name_prefix="aretl-record") as pool:
+            for done in [pool.submit(append, frame, uri) for frame, uri in rows]:
+                done.result()  # the first failure is raised, after every append has finished
 
 
 def read(spark, uri: str, ddl: str):

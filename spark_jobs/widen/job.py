@@ -70,22 +70,25 @@ def run_widen(spark, spec: WidenSpec) -> WidenResult:
     base_md = {"job": spec.job, "wide": t.name, "primary_key": t.primary_key,
                "run_id": spec.run_id, "logical_date": spec.logical_date}
     tracked = [(s.table, t.consumer()) for s in step] + [(t.rel, t.consumer(s.name)) for s in step if s.is_left]
-    # the wide table's version when the merged versions are read: the fold's commit lands on top of it
-    base = latest_version(spark, uri) if is_delta_table(spark, uri) else -1
-    merged = _merged_versions(spark, wh, t, uri, tracked)
+    # The one read of the wide table's log before writing (None: no table yet): whether it exists, the
+    # versions it merged, and its head, on top of which the fold's commit lands.
+    entries = table_history(spark, uri)
+    exists = entries is not None
+    base = int(entries[0]["version"]) if entries else -1
+    merged = _merged_versions(spark, wh, t, entries or [], tracked)
     inputs = {s.name: _input(spark, wh, t, s, versions.get(s.name), merged) for s in step}
     full = [s for s in step if not s.is_left]
     left = [s for s in step if s.is_left]
-    if left and not full and not is_delta_table(spark, uri):
+    if left and not full and not exists:
         raise ConfigError(f"Wide table {t.name} does not exist yet: merge its full-join sources "
                           f"{[s.name for s in t.full_sources]} before the left join(s) {[s.name for s in left]}")
-    types = _types(spark, wh, t, step, inputs)
+    types = _types(spark, wh, t, step, inputs, exists)
     columns = t.merged_columns(full)
     partial_update.check_types(t, columns, types)
     events = _full_events(spark, t, full, inputs, columns, types)  # refuses deletes before any write
 
     wanted = [*t.primary_key, *columns, *[c for s in left for c in s.columns]]
-    _ensure_wide(spark, uri, wanted, types, base_md)
+    _ensure_wide(spark, uri, wanted, types, base_md, exists)
     commits: dict[str, dict | None] = {}  # step part -> metadata of the commit it made
     if full:
         done = [(inputs[s.name].rel, inputs[s.name].consumer, inputs[s.name].to_version) for s in full]
@@ -123,15 +126,15 @@ def step_sources(t: WideTable, names: list[str]) -> list[Source]:
     return [s for s in chosen if not s.is_left] + [s for s in t.left_sources if s in chosen]
 
 
-def _merged_versions(spark, wh: Warehouse, t: WideTable, uri: str, wanted) -> dict[tuple[str, str], int]:
+def _merged_versions(spark, wh: Warehouse, t: WideTable, entries: list[dict], wanted) -> dict[tuple[str, str], int]:
     """(table, consumer) -> the newest version merged into the wide table.
 
-    The wide table's own commits record what they merged, atomically with the data, so they are read
-    first; ``_system/consumers`` (committed after each run) covers the pairs whose commits are no
-    longer in the Delta log, or that never changed a row.
+    The wide table's own commits (its history ``entries``) record what they merged, atomically with
+    the data, so they are read first; ``_system/consumers`` (committed after each run) covers the
+    pairs whose commits are no longer in the Delta log, or that never changed a row.
     """
     merged: dict[tuple[str, str], int] = {}
-    for entry in table_history(spark, uri) or []:  # one row per version, never the data
+    for entry in entries:
         for rel, consumer, version in entry["metadata"].get("merged") or []:
             merged[(rel, consumer)] = max(int(version), merged.get((rel, consumer), -1))
     if any(pair not in merged for pair in wanted):
@@ -152,13 +155,14 @@ def _input(spark, wh: Warehouse, t: WideTable, s: Source, version, merged_versio
     return Input(s.table, uri, t.consumer(), merged, to_version)
 
 
-def _types(spark, wh: Warehouse, t: WideTable, step: list[Source], inputs: dict[str, Input]) -> dict:
-    """Wide column -> Spark type: the wide table's own schema, then the step's sources (which must
-    agree with it), then other full-join sources for group fields this step nulls but does not carry."""
+def _types(spark, wh: Warehouse, t: WideTable, step: list[Source], inputs: dict[str, Input], exists: bool) -> dict:
+    """Wide column -> Spark type: the wide table's own schema (if it ``exists``), then the step's
+    sources (which must agree with it), then other full-join sources for group fields this step nulls
+    but does not carry."""
     types: dict = {}
     owner: dict[str, str] = {}
     uri = wh.uri(t.rel)
-    if is_delta_table(spark, uri):
+    if exists:
         for f in spark.read.format("delta").load(uri).schema.fields:
             types[f.name], owner[f.name] = f.dataType, f"wide table {t.rel}"
     for s in step:
@@ -287,10 +291,11 @@ def _refuse_deletes(t: WideTable, s: Source, inp: Input, rows, retraction) -> No
         )
 
 
-def _ensure_wide(spark, uri: str, wanted: list[str], types, md) -> None:
-    """Create the wide table (CDF + deletion vectors) or add the columns this step brings."""
+def _ensure_wide(spark, uri: str, wanted: list[str], types, md, exists: bool) -> None:
+    """Create the wide table (CDF + deletion vectors) unless it ``exists``, or add the columns this
+    step brings."""
     with commit_metadata(spark, md):
-        if not is_delta_table(spark, uri):
+        if not exists:
             columns = ", ".join(f"`{c}` {types[c].simpleString()}" for c in wanted)
             properties = ", ".join(f"'{prop}' = '{value}'" for prop, value in TABLE_PROPERTIES.items())
             retry_on_conflict(lambda: spark.sql(f"CREATE TABLE IF NOT EXISTS {delta_path(uri)} ({columns}) "
