@@ -1,13 +1,15 @@
 """Kafka upsert sink against a real KRaft broker: the topic read back and replayed (last value per
 key, tombstone = deleted) must equal the source, one key always lands in one partition, and a resend
-after a kill midway still replays to the source."""
+after a kill midway still replays to the source. The mirrored topic also reads back through the
+Kafka snapshot source (spark_jobs.upsert_kafka) into a snapshot equal to the one synced."""
 
 import json
 import uuid
 
 import pytest
 
-from tests.support.pipeline import Pipeline, sync_killed_midway
+from tests.support.jobs import job, rows_of
+from tests.support.pipeline import SCHEMA, Pipeline, sync_killed_midway
 from tests.support.services import read_topic
 
 
@@ -57,6 +59,15 @@ def test_the_topic_replays_to_the_source_with_tombstones_for_deletes(spark, ware
     table, messages = replay(kafka_broker, topic)
     assert table == as_table(changed)
     assert sum(m.value is None for m in messages) == 8
+
+    # the topic round-trips through the Kafka snapshot source into a snapshot equal to the synced one
+    source = {"format": "kafka", "bootstrap_servers": kafka_broker.bootstrap_servers, "topic": topic,
+              "value_format": "json", "value_schema": SCHEMA}
+    mirrored = job(spark, "snapshot", warehouse, name="mirrored", primary_key=["id"], source=source,
+                   logical_date="2026-02-01T00:00:00+00:00", run_id="mirrored-1")
+    assert mirrored["inputs"][0]["messages"] == len(messages)
+    assert (rows_of(spark.read.format("delta").load(mirrored["uri"]))
+            == rows_of(spark.read.format("delta").load(f"{warehouse}/snapshots/customers")) == sorted(changed))
 
 
 def test_upsert_mode_sends_no_tombstones(spark, warehouse, tmp_path, kafka_broker, topic):
