@@ -63,3 +63,19 @@ def test_a_rename_that_cannot_apply_writes_nothing(spark, warehouse, tmp_path):
                       source={"format": "parquet", "path": src}, run_id="r2", renames={"name": "full_name"})
     assert "renames 'name' -> 'full_name', but the source has no column 'full_name'" in error["message"]
     assert len(history(spark, f"{warehouse}/snapshots/people")) == 1
+
+
+def test_renames_compose_across_commits():
+    """names_at_head: a column renamed twice maps from its first name to its last; a version between
+    the renames maps from its own name; a column renamed back maps to nothing."""
+    from spark_jobs.renames import names_at_head
+
+    def rename(version, renames):
+        return {"version": version, "metadata": {"job": "rename", "run_id": "r", "renames": renames}}
+
+    entries = [rename(7, {"tier": "level"}), rename(5, {"b": "c", "y": "x"}), rename(3, {"a": "b", "x": "y"}),
+               {"version": 2, "metadata": {"job": "snapshot"}}]
+    assert names_at_head(entries, 2) == {"a": "c", "tier": "level"}
+    assert names_at_head(entries, 3) == {"b": "c", "y": "x", "tier": "level"}
+    assert names_at_head(entries, 2, head=4) == {"a": "b", "x": "y"}
+    assert names_at_head(entries, 7) == {}
