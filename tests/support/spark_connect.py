@@ -14,6 +14,7 @@ Registered for every test module in tests/conftest.py (``pytest_plugins``), not 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -80,6 +81,7 @@ def spark_connect_server():
     finally:
         if not already_running:
             _script("stop", port, 120)
+            shutil.rmtree(state_dir / "events", ignore_errors=True)  # tens of MB per session; the log stays
 
 
 @pytest.fixture
