@@ -78,7 +78,7 @@ def test_no_secret_is_left_in_argv_spec_xcom_logs_or_tables(spark, warehouse, tm
         # the job's secret variables (ARETL_SECRET_*) lived in the task's environment for the job only
         places["task process environment after the job"] = json.dumps(
             {name: value for name, value in os.environ.items() if name.startswith("ARETL_SECRET_")})
-    event_logs = [path for path in event_log_dir.iterdir() if path.is_file()]
+    event_logs = [path for path in event_log_dir.rglob("*") if path.is_file()]  # rolling logs: a directory each
     assert any(warehouse in path.read_text(errors="replace") for path in event_logs), (
         f"no Spark event log in {event_log_dir} recorded the job (its plans read {warehouse})")
     for path in [*Path(warehouse).rglob("*"), *event_logs]:

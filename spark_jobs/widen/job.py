@@ -101,8 +101,10 @@ def run_widen(spark, spec: WidenSpec) -> WidenResult:
         commits[s.name] = _merge_left(spark, wh, t, s, inputs[s.name], wide_in, types, base_md)
 
     crashpoints.reached("widen.merged")
+    read = [*inputs.values(), *wide_inputs]
+    behind = _recorded_behind(spark, wh, t, [i for i in read if not i.advances])
     consumers.commit_all(spark, wh, {(i.rel, i.consumer): i.to_version
-                                     for i in [*inputs.values(), *wide_inputs] if i.advances}, spec.run_id)
+                                     for i in read if i.advances or (i.rel, i.consumer) in behind}, spec.run_id)
     recent = history(spark, uri, 2 * len(commits) + 2)
     version = recent[0]["version"]
     return WidenResult(
@@ -142,6 +144,18 @@ def _merged_versions(spark, wh: Warehouse, t: WideTable, entries: list[dict], wa
             if pair in wanted:
                 merged[pair] = max(version, merged.get(pair, -1))
     return merged
+
+
+def _recorded_behind(spark, wh: Warehouse, t: WideTable, idle: list[Input]) -> set[tuple[str, str]]:
+    """The pairs with nothing new to merge whose ``_system/consumers`` row is older than what the wide
+    table's own log says it merged: a run killed between its fold and its consumer commit leaves them
+    so. The next run that finds nothing to merge records them, so the two never disagree for long —
+    once the fold's commit has left the Delta log, ``_system/consumers`` is all that is left to say
+    the changes were merged, and a ``sum`` must not count them again. Read only when a pair is idle."""
+    if not idle:
+        return set()
+    recorded = consumers.committed_versions(spark, wh, t.consumer())
+    return {(i.rel, i.consumer) for i in idle if recorded.get((i.rel, i.consumer), -1) < i.to_version}
 
 
 def _input(spark, wh: Warehouse, t: WideTable, s: Source, version, merged_versions) -> Input:

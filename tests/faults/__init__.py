@@ -21,9 +21,10 @@ bad input          39     keys (null, duplicate, missing, NaN, too long for Post
                           reject ledger with the reason; the sync goes on), and a connection's
                           secrets absent from argv, spec, result, XCom, logs, tables and the Spark
                           event logs, in spark-submit and Spark Connect mode
-crash point        7      SIGKILL of the job after the snapshot MERGE; after a sync's delivery;
-                          after its reject-ledger write; mid-delivery with the re-run started at
-                          once while the killed run's workers still send; after a widen's fold
+crash point        8      SIGKILL of the job after the snapshot MERGE; after a sync's delivery;
+                          after its reject-ledger write; mid-delivery (a spark-submit driver, a
+                          Connect client) with the re-run started at once while what the killed
+                          run started may still send; after a widen's fold
                           (``sum`` not counted twice, ``_system/consumers`` caught up by the
                           re-run); after the reverse-index update; a mirror sync failed midway
                           through its deletes — each followed by a plain re-run that converges
@@ -39,7 +40,7 @@ destination fault  3      HTTP down for a whole run then back; a 5xx storm and 4
                           Postgres' connection dropped mid-delivery
 =================  =====  ==========================================================================
 
-Crash kills: two take a local Spark driver down with its JVM (the spark-submit crash); the others
-kill a Spark Connect client at the same driver-side point (tests/support/crash.py), which leaves the
-same lake state for a few seconds of process start instead of a JVM's start-up.
+Crash kills: two take a local Spark driver down with its JVM (the spark-submit crash: a sync at a
+point and one mid-delivery); the others kill a Spark Connect client at the same driver-side point
+(tests/support/crash.py), which leaves the same lake state without a JVM start per kill.
 """

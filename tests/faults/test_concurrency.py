@@ -59,7 +59,7 @@ def test_two_syncs_of_one_consumer(spark, warehouse, tmp_path):
     assert p.committed() == 2 and sqlite_rows(tmp_path / "crm.db") == V2
 
 
-V3 = [(1, "ann", "oslo"), (4, "dan", "nice"), (5, "eve", "rome")]  # 3 deleted, 5 inserted
+V3 = [(1, "ann", "oslo"), (2, "bob", "paris"), (3, "cid", "kyiv"), (5, "eve", "rome")]  # 2 updated, 5 inserted
 
 
 @pytest.mark.fault("concurrency", "three syncs of one consumer at once, each to a different version")

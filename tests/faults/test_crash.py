@@ -147,7 +147,7 @@ def test_widen_killed_between_its_merge_and_the_consumer_commit(spark, warehouse
             "logical_date": "2026-01-02T00:00:00+00:00"}
     killed_at("widen.merged", spec, tmp_path, spark_connect_server.url)
     folded = lake.wide("totals", "k", "amount")
-    assert folded == [(1, 10), (2, 25), (3, 30)]  # the fold committed before the kill ...
+    assert folded == [(1, 10), (2, 45), (3, 30)]  # the fold committed before the kill (a sum adds 25 to 20) ...
     assert merged_by_widen(spark, warehouse) == 0  # ... and _system/consumers is one version behind
     again = rerun(spark, spec)  # finds its changes merged (the fold's commit metadata says so): no second fold
     assert again["sources"]["sales"] == {"table": "snapshots/sales", "from_version": 1, "to_version": 1}

@@ -18,6 +18,7 @@ Registered for every test module in tests/conftest.py (``pytest_plugins``), not 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -87,6 +88,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         port = int(os.environ[PORT_ENV])
         if _script("status", port, 60).returncode == 0:  # a test started it
             _script("stop", port, 120)
+            shutil.rmtree(_state_dir(port) / "events", ignore_errors=True)  # tens of MB per run; the log stays
 
 
 @pytest.fixture(scope="session")
