@@ -63,10 +63,12 @@ _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 
 
 @contextlib.contextmanager
-def connect_session(url: str) -> Iterator[Any]:
+def connect_session(url: str, session_id: str | None = None) -> Iterator[Any]:
     """A new Spark Connect session of the server at ``url`` (``sc://host:port``) for the block,
-    stopped afterwards, with Delta's exception classes registered. The server must have the Delta
-    extension and catalog on (scripts/services/spark_connect.sh starts one).
+    stopped (released on the server) afterwards, with Delta's exception classes registered. The
+    server must have the Delta extension and catalog on (scripts/services/spark_connect.sh starts one).
+    ``session_id`` (a UUID) names the server session instead of a random one: attaching to a session
+    another client opened, or opening one a later client can find.
 
     pyspark switches the whole process to Connect mode when it creates the session; the switch is
     undone when the block ends, so a process may use classic sessions before and after (the test
@@ -76,7 +78,7 @@ def connect_session(url: str) -> Iterator[Any]:
 
     mode_before = os.environ.get(_CONNECT_MODE)
     try:
-        session = SparkSession.builder.remote(url).create()
+        session = SparkSession.builder.remote(with_session_id(url, session_id) if session_id else url).create()
         try:
             yield session
         finally:
@@ -86,6 +88,11 @@ def connect_session(url: str) -> Iterator[Any]:
             os.environ.pop(_CONNECT_MODE, None)
         else:
             os.environ[_CONNECT_MODE] = mode_before
+
+
+def with_session_id(url: str, session_id: str) -> str:
+    """``url`` with the ``session_id`` parameter (``sc://host:port/;session_id=...``)."""
+    return f"{url};session_id={session_id}" if "/;" in url else f"{url.rstrip('/')}/;session_id={session_id}"
 
 
 def is_connect(spark) -> bool:

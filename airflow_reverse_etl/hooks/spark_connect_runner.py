@@ -16,6 +16,14 @@ Connect the driver-side code *is* this process, so the same contract holds with 
 code and no new way for a secret to travel (an explicit mapping would have to be threaded through
 every job that reads one). They never reach argv, the spec, the result or the log; the task process
 already holds them, having read them from its Airflow connections.
+
+A task attempt killed outright (SIGKILL, a lost worker) cannot interrupt its own operations, and the
+server keeps running what it was doing — a delivery, say — for minutes (a detached execution is only
+reaped after ``spark.connect.execute.manager.detachedTimeout``). The retry would then send beside it,
+and an older attempt's writes could land after newer ones. So each attempt's session is named after
+the attempt (:class:`TaskAttempt`), and an attempt first attaches to the sessions of the attempts
+before it, interrupts whatever they left running and releases them (:meth:`SparkConnectRunner.
+stop_earlier_attempts`), before it runs its own job.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ import contextlib
 import logging
 import os
 import threading
+import uuid
+from dataclasses import dataclass
 from typing import Any, Iterator
 from urllib.parse import urlsplit
 
@@ -58,12 +68,33 @@ def server_label(url: str) -> str:
     return f"sc://{urlsplit(url.replace('sc://', 'http://', 1)).netloc}"
 
 
-class SparkConnectRunner:
-    """Runs jobs on the Spark Connect server at ``url`` (``sc://host:port/;params``)."""
+#: the namespace of the attempts' session ids (uuid5: the same attempt always names the same session)
+_SESSION_NAMESPACE = uuid.UUID("6c1f7e0e-2b1a-4f55-9a35-0b7d0c3c9d21")
 
-    def __init__(self, url: str, spark_conf: dict[str, Any] | None = None) -> None:
+
+@dataclass(frozen=True)
+class TaskAttempt:
+    """One attempt of one task instance: ``task`` names the instance uniquely enough that two
+    deployments sharing a server do not meet (the operators use dag, task, run, map index and the
+    run's start time), ``try_number`` the attempt."""
+
+    task: str
+    try_number: int
+
+    def session_id(self, try_number: int | None = None) -> str:
+        """The Spark Connect session id of this attempt (or of attempt ``try_number`` of the task)."""
+        return str(uuid.uuid5(_SESSION_NAMESPACE, f"{self.task}#{try_number or self.try_number}"))
+
+
+class SparkConnectRunner:
+    """Runs jobs on the Spark Connect server at ``url`` (``sc://host:port/;params``), for the task
+    ``attempt`` when given (else in a session with a random id, which no later attempt can find)."""
+
+    def __init__(self, url: str, spark_conf: dict[str, Any] | None = None,
+                 attempt: TaskAttempt | None = None) -> None:
         self.url = url
         self.spark_conf = dict(spark_conf or {})
+        self.attempt = attempt
         self._session = None
 
     def run(self, spec: dict[str, Any], secrets: dict[str, str] | None, archive: str) -> dict[str, Any]:
@@ -73,7 +104,8 @@ class SparkConnectRunner:
         from spark_jobs.session import connect_session
 
         log.info("Running the %s job on the Spark Connect server %s", spec.get("job"), server_label(self.url))
-        with connect_session(self.url) as spark:
+        self.stop_earlier_attempts()
+        with connect_session(self.url, self.attempt.session_id() if self.attempt else None) as spark:
             self._session = spark
             try:
                 spark.addArtifacts(archive, pyfile=True)
@@ -85,6 +117,25 @@ class SparkConnectRunner:
                 return result
             finally:
                 self._session = None
+
+    def stop_earlier_attempts(self) -> None:
+        """Interrupt what the task's earlier attempts left running on the server, and release their
+        sessions. A session that was released already (the attempt ended on its own) or never
+        opened has nothing running: the server refuses it or opens an empty one, both fine here."""
+        from spark_jobs.session import connect_session
+
+        if self.attempt is None:
+            return
+        for earlier in range(1, self.attempt.try_number):
+            try:
+                with connect_session(self.url, self.attempt.session_id(earlier)) as left:
+                    interrupted = left.interruptAll()
+            except Exception as exc:  # a closed or expired session: nothing left to stop
+                log.debug("Attempt %d's Spark Connect session: %s", earlier, exc)
+                continue
+            if interrupted:
+                log.warning("Interrupted %d Spark operation(s) attempt %d left running on the server",
+                            len(interrupted), earlier)
 
     def kill(self) -> None:
         """Interrupt the running job's Spark operations (the task was killed)."""

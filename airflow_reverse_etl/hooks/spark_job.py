@@ -42,6 +42,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_reverse_etl import config
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlInfrastructureError, job_failure
+from airflow_reverse_etl.hooks.spark_connect_runner import TaskAttempt
 from spark_jobs.contract import DELTA_CONF, SPARK_PACKAGES, JobSpec, Warehouse
 from spark_jobs.session import local_jars  # import-safe: no pyspark
 
@@ -150,11 +151,13 @@ class SparkJobHook(BaseHook):
         return Warehouse(self.warehouse).job_dir(job, datetime.now(timezone.utc), uuid.uuid4().hex[:8])
 
     def run_job(self, spec: JobSpec, secrets: dict[str, str] | None = None,
-                name: str | None = None) -> dict[str, Any]:
+                name: str | None = None, attempt: TaskAttempt | None = None) -> dict[str, Any]:
         """Run the job of ``spec`` (spark-submit, or Spark Connect for a ``spark_connect`` connection;
         the hook's warehouse unless the spec names one); ``secrets`` (env var -> value) reach the job's
-        driver only through its environment. A failed job raises the :mod:`~airflow_reverse_etl.exceptions`
-        class of its error's category, with the job's own message (configuration and data errors: no retry)."""
+        driver only through its environment. Over Connect, ``attempt`` (the task attempt running the
+        job) lets the job stop what the task's killed earlier attempts left running on the server.
+        A failed job raises the :mod:`~airflow_reverse_etl.exceptions` class of its error's category,
+        with the job's own message (configuration and data errors: no retry)."""
         job = spec.job
         if not spec.warehouse:
             spec = replace(spec, warehouse=self.warehouse)
@@ -165,7 +168,7 @@ class SparkJobHook(BaseHook):
 
         connect_url = self._spark_connect_url()
         if connect_url:
-            result = self._run_over_connect(connect_url, spec_json, secrets)
+            result = self._run_over_connect(connect_url, spec_json, secrets, attempt)
             self._write_json(result_uri, result)
         else:
             result = self._submit(job, spec_uri, result_uri, secrets, name)
@@ -184,10 +187,11 @@ class SparkJobHook(BaseHook):
             return None
         return SparkConnectHook(conn_id=self.conn_id).get_connection_url()
 
-    def _run_over_connect(self, url: str, spec: dict[str, Any], secrets: dict[str, str] | None) -> dict[str, Any]:
+    def _run_over_connect(self, url: str, spec: dict[str, Any], secrets: dict[str, str] | None,
+                          attempt: TaskAttempt | None) -> dict[str, Any]:
         from airflow_reverse_etl.hooks.spark_connect_runner import SparkConnectRunner
 
-        self._connect_runner = SparkConnectRunner(url, self.spark_conf)
+        self._connect_runner = SparkConnectRunner(url, self.spark_conf, attempt)
         try:
             return self._connect_runner.run(spec, secrets, spark_jobs_archive())
         finally:

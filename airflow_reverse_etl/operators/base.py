@@ -21,6 +21,7 @@ from airflow.providers.common.compat.openlineage.utils.spark import (
 from airflow.sdk import Asset, AssetAlias, BaseOperator, conf
 
 from airflow_reverse_etl.exceptions import spec_validation
+from airflow_reverse_etl.hooks.spark_connect_runner import TaskAttempt
 from airflow_reverse_etl.hooks.spark_job import SparkJobHook
 from airflow_reverse_etl.lineage import operator_lineage, table_asset
 from airflow_reverse_etl.links import JobResultLink, JobSpecLink, SparkApplicationLink
@@ -44,6 +45,19 @@ def logical_date_of(context) -> str:
     """The run's logical date as ISO text; runs without one (manual, asset-triggered) use run_after."""
     logical_date = context.get("logical_date") or context["dag_run"].run_after
     return logical_date.isoformat()
+
+
+def task_attempt(context) -> TaskAttempt | None:
+    """The attempt running: the task instance (dag, task, run, map index, and the run's start, so
+    that two deployments — or a run cleared and started again — never name the same one) and its
+    try number. Over Spark Connect a retry uses it to stop what a killed attempt left running. None
+    when ``execute()`` is called outside a task run (no task instance)."""
+    ti, dag_run = context.get("ti"), context.get("dag_run")
+    if ti is None or dag_run is None:
+        return None
+    started = dag_run.start_date or dag_run.run_after
+    return TaskAttempt(task=f"{ti.dag_id}/{ti.task_id}/{ti.run_id}/{ti.map_index}@{started.isoformat()}",
+                       try_number=ti.try_number)
 
 
 class ReverseEtlJobOperator(BaseOperator):
@@ -120,7 +134,8 @@ class ReverseEtlJobOperator(BaseOperator):
                        dag_id=self.dag_id, task_id=self.task_id)
         self._hook = SparkJobHook(conn_id=self.spark_conn_id, warehouse=self.warehouse,
                                   spark_conf=self.job_spark_conf(context))
-        result = self._hook.run_job(spec, secrets=secrets, name=f"{self.dag_id}.{self.task_id}")
+        result = self._hook.run_job(spec, secrets=secrets, name=f"{self.dag_id}.{self.task_id}",
+                                    attempt=task_attempt(context))
         self.log.info("%s (%.1fs in Spark)", self.summarize(result), result.get("duration_s", 0))
         self._result = result
         self.record_asset_events(context, result)
