@@ -23,7 +23,9 @@ reaped after ``spark.connect.execute.manager.detachedTimeout``). The retry would
 and an older attempt's writes could land after newer ones. So each attempt's session is named after
 the attempt (:class:`TaskAttempt`), and an attempt first attaches to the sessions of the attempts
 before it, interrupts whatever they left running and releases them (:meth:`SparkConnectRunner.
-stop_earlier_attempts`), before it runs its own job.
+stop_earlier_attempts`), before it runs its own job. Measured under load: the interrupt stops the
+operation, but its Python workers may still send for a few seconds (branch `retry` has the test that
+shows it); the retry re-sends the same change set, so the destination still converges.
 """
 
 from __future__ import annotations
