@@ -28,5 +28,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   "$venv/bin/pip" install -q -e "$repo[test]" "${constraint_args[@]}"
   echo "$want" > "$stamp"
 fi
+# The editable install leaves setuptools' airflow_reverse_etl.egg-info in the repository root. With
+# the root on sys.path (the tests' PYTHONPATH, `python -c` run from here) Python then finds the
+# package's entry points twice, and the task SDK's plugin loader stops at the first repeated plugin
+# name (Airflow 3.3): the OpenLineage listener was never registered and tasks emitted no events.
+# The installed metadata is the .dist-info in the venv; the build leftover is not needed.
+rm -rf "$repo"/*.egg-info
 PYTHON="$venv/bin/python" "$repo/scripts/fetch_jars.sh"
 "$repo/scripts/install_chromium.sh"

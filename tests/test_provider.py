@@ -2,6 +2,7 @@
 the Airflow side never importing pyspark (nor the Spark side Airflow) at import time."""
 
 import json
+import os
 import subprocess
 import sys
 from importlib import import_module
@@ -105,3 +106,25 @@ def test_extra_links_are_registered_and_on_every_job_operator():
     assert names <= set(ProvidersManager().extra_links_class_names)
     assert {link.name for link in SnapshotOperator.operator_extra_links} == {
         "Spark application", "Job result", "Job spec"}
+
+
+def test_tasks_get_the_openlineage_listener_with_the_repository_on_the_path():
+    """Run from the repository root with it on PYTHONPATH (as the tests and their subprocesses do), the
+    task SDK registers the OpenLineage listener. Its plugin loader stops at a repeated plugin name, so
+    a second copy of our plugin's entry point (a build leftover .egg-info in the root) silently dropped
+    the listener and tasks emitted no OpenLineage events (scripts/bootstrap.sh removes it)."""
+    code = """
+import json
+import os
+from importlib.metadata import entry_points
+from airflow.sdk.listener import get_listener_manager
+plugins = [e.name for e in entry_points(group="airflow.plugins")]
+listeners = [type(p).__name__ for p in get_listener_manager().pm.get_plugins()]
+print(json.dumps({"plugins": plugins, "listeners": listeners}))
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO),
+           "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "console"})}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
+                         env=env)
+    listeners = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "OpenLineageListener" in listeners, (listeners, out.stderr[-3000:])
