@@ -34,6 +34,7 @@ from spark_jobs.contract import Warehouse, WidenResult, WidenSpec, table_ref
 from spark_jobs.errors import ConcurrentWriteError, ConfigError, DataQualityError, SchemaDriftError
 from spark_jobs.keys import require_columns
 from spark_jobs.partitions import check_layout, check_new_layout, touched_predicate
+from spark_jobs.renames import renamed_columns
 from spark_jobs.lake import (
     TABLE_PROPERTIES,
     assignments,
@@ -194,8 +195,8 @@ def _types(spark, wh: Warehouse, t: WideTable, step: list[Source], inputs: dict[
         schema = spark.read.format("delta").option("versionAsOf", inp.to_version).load(inp.uri).schema
         mapping = {**s.key, **s.columns}  # a left join's key types follow the wide fk columns
         event = [c for c in (s.row_kind_field, s.order_field) if c]
-        require_columns(schema.fieldNames(), list(dict.fromkeys([*mapping.values(), *s.on.values(), *event])),
-                        f"Wide table {t.name}, source {s.name} ({s.table}): column(s)")
+        _require_source_columns(spark, t, s, inp.uri, schema, [*mapping.values(), *s.on.values(), *event],
+                                inp.to_version)
         _check_changelog_types(t, s, schema)
         for wide_col, src_col in mapping.items():
             _agree(t, types, owner, wide_col, schema[src_col].dataType, f"source {s.name}")
@@ -203,6 +204,22 @@ def _types(spark, wh: Warehouse, t: WideTable, step: list[Source], inputs: dict[
         if c not in types:
             _type_from_other_sources(spark, wh, t, c, types, owner)
     return types
+
+
+def _require_source_columns(spark, t: WideTable, s: Source, uri: str, schema, needed: list[str], version: int) -> None:
+    """The source table (``schema`` at ``version``) has the columns the spec names. A name its snapshot
+    renamed (``renames=``) fails naming the new one: the spec names a source's current columns, and
+    following the rename silently would leave a stale spec working only while the rename commit is in
+    the Delta log."""
+    needed = list(dict.fromkeys(needed))
+    missing = [c for c in needed if c not in schema.fieldNames()]
+    renamed = renamed_columns(history(spark, uri), missing, version) if missing else {}
+    if renamed:
+        told = ", ".join(f"{old!r} -> {new!r} (version {at})" for old, (new, at) in renamed.items())
+        raise ConfigError(f"Wide table {t.name}, source {s.name}: {s.table} renamed column(s) {told}, and the "
+                          f"wide-table spec still names {sorted(renamed)}. Name the new column(s) in the source's "
+                          "columns/key/on (the wide table's own column names stay). Nothing was written.")
+    require_columns(schema.fieldNames(), needed, f"Wide table {t.name}, source {s.name} ({s.table}): column(s)")
 
 
 def _agree(t, types, owner, col, dtype, who) -> None:
@@ -227,8 +244,11 @@ def _check_changelog_types(t: WideTable, s: Source, schema) -> None:
 
 def _type_from_other_sources(spark, wh: Warehouse, t: WideTable, col: str, types, owner) -> None:
     for s in t.sources:
-        if col in s.columns and is_delta_table(spark, wh.uri(s.table)):
-            dtype = spark.read.format("delta").load(wh.uri(s.table)).schema[s.columns[col]].dataType
+        uri = wh.uri(s.table)
+        if col in s.columns and is_delta_table(spark, uri):
+            schema = spark.read.format("delta").load(uri).schema
+            _require_source_columns(spark, t, s, uri, schema, [s.columns[col]], latest_version(spark, uri))
+            dtype = schema[s.columns[col]].dataType
             _agree(t, types, owner, col, dtype, f"source {s.name}")
             return
     raise ConfigError(f"Wide table {t.name}: the type of column {col!r} is unknown: no snapshot of a source "
