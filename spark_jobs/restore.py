@@ -19,8 +19,10 @@ def run_restore(spark, spec: RestoreSpec) -> RestoreResult:
     uri = wh.uri(rel)
     target = target_version(spark, uri, spec.version, spec.target_logical_date)
     date = target["metadata"].get("logical_date") or spec.target_logical_date
+    # The restore commit is the table's head until the next snapshot: it carries the restored version's
+    # primary key, so a diff or a history run that reads the key from the head keeps working.
     metadata = {"job": spec.job, "logical_date": date, "run_id": spec.run_id,
-                "restored_version": target["version"]}
+                "restored_version": target["version"], "primary_key": target["metadata"].get("primary_key")}
     latest = history(spark, uri, 1)[0]["metadata"]
     if latest.get("job") == spec.job and (latest.get("logical_date"), latest.get("run_id")) == (date, spec.run_id):
         # This run already restored (a task retry): the date now maps to that restore commit.

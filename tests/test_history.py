@@ -47,6 +47,8 @@ def test_lookup_restore_and_replay(spark, warehouse, tmp_path):
     assert dim(spark, warehouse) == [(1, "d1")]
     assert sorted(recorded_versions(spark, uri)) == [D.format(1)]  # days 2 and 3 are forgotten
     assert version_for(spark, uri, D.format(1))["version"] == 3
+    # the restore commit is the head: a diff up to it reads the key there (the restore records it)
+    assert job(spark, "diff", warehouse, table="snapshots/dim", consumer="c", to_version=3)["to_version"] == 3
 
     replayed = snap_day(spark, warehouse, src, 2, [(1, "d2-fixed")])  # replay is no longer refused
     assert (replayed["version"], replayed["reused"]) == (4, False)
