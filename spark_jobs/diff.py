@@ -123,6 +123,28 @@ def as_inserts(df, version: int, timestamp):
     )
 
 
+#: The result's count of each kind of change -> the change rows that count it (an update has two).
+COUNTED = {"insert": "insert", "update": "update_postimage", "delete": "delete"}
+
+
+def write_counted(changes, uri: str) -> dict[str, int]:
+    """Write the change set to ``uri`` (replacing what is there) and return its counts per kind.
+
+    The counts are observed metrics of the write itself: aggregated while the rows are written, so
+    the change set is computed once, and not read back afterwards (a second Spark job, which planned
+    a scan of the new table and cost as much as the write at small sizes)."""
+    import uuid
+
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observed = Observation(f"aretl_change_counts_{uuid.uuid4().hex}")  # unique: diffs may share a session
+    counted = changes.observe(observed, *[F.count_if(F.col("_change_type") == change_type).alias(kind)
+                                          for kind, change_type in COUNTED.items()])
+    counted.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(uri)
+    return {kind: int(observed.get[kind]) for kind in COUNTED}
+
+
 def run_diff(spark, spec: DiffSpec) -> DiffResult:
     wh = spec.lake
     table_rel = spec.table
@@ -161,9 +183,7 @@ def run_diff(spark, spec: DiffSpec) -> DiffResult:
         changes = net_changes(cdf, key, columns, columns)
 
     out_uri = wh.changes(consumer, table_rel, from_version, to_version)
-    changes.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(out_uri)
-    counts = {row["_change_type"]: row["count"] for row in
-              spark.read.format("delta").load(out_uri).groupBy("_change_type").count().collect()}
+    counts = write_counted(changes, out_uri)
     out_rel = out_uri[len(wh.root) + 1:]
     return DiffResult(
         table=table_rel,
@@ -175,11 +195,7 @@ def run_diff(spark, spec: DiffSpec) -> DiffResult:
         full_resync=full_resync,
         changes=out_rel,
         changes_uri=out_uri,
-        counts={
-            "insert": counts.get("insert", 0),
-            "update": counts.get("update_postimage", 0),
-            "delete": counts.get("delete", 0),
-        },
+        counts=counts,
         inputs=[table_ref(wh, table_rel, to_version)],
         outputs=[table_ref(wh, out_rel, latest_version(spark, out_uri))],
     )
