@@ -11,13 +11,14 @@ update_postimage, delete), ``_commit_version`` and ``_commit_timestamp`` of the 
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from spark_jobs import consumers
 from spark_jobs.contract import DiffResult, DiffSpec, table_ref
 from spark_jobs.errors import AlreadyDeliveredError, ConfigError
 from spark_jobs.keys import require_columns
-from spark_jobs.lake import commit_info, latest_version, table_history
+from spark_jobs.lake import commit_info, latest_version, start_read, table_history
 from spark_jobs.renames import feed_ranges, to_head_names
 
 BEFORE_TYPES = ("update_preimage", "delete")  # a change whose row existed before the change
@@ -121,11 +122,34 @@ def as_inserts(df, version: int, timestamp):
     )
 
 
+#: The result's count of each kind of change -> the change rows that count it (an update has two).
+COUNTED = {"insert": "insert", "update": "update_postimage", "delete": "delete"}
+
+
+def write_counted(changes, uri: str) -> dict[str, int]:
+    """Write the change set to ``uri`` (replacing what is there) and return its counts per kind.
+
+    The counts are observed metrics of the write itself: aggregated while the rows are written, so
+    the change set is computed once, and not read back afterwards (a second Spark job, which planned
+    a scan of the new table and cost as much as the write at small sizes)."""
+    import uuid
+
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    observed = Observation(f"aretl_change_counts_{uuid.uuid4().hex}")  # unique: diffs may share a session
+    counted = changes.observe(observed, *[F.count_if(F.col("_change_type") == change_type).alias(kind)
+                                          for kind, change_type in COUNTED.items()])
+    counted.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(uri)
+    return {kind: int(observed.get[kind]) for kind in COUNTED}
+
+
 def run_diff(spark, spec: DiffSpec) -> DiffResult:
     wh = spec.lake
     table_rel = spec.table
     consumer = spec.consumer
     uri = wh.uri(table_rel)
+    committed_read = start_read(partial(consumers.committed_version, spark, wh, table_rel, consumer))
     entries = table_history(spark, uri)  # the one read of the table's log: existence, latest, target
     if entries is None:
         raise ConfigError(f"Table {table_rel} does not exist at {uri}; run its snapshot first")
@@ -142,7 +166,7 @@ def run_diff(spark, spec: DiffSpec) -> DiffResult:
     require_columns(all_columns, columns, f"Diff of {table_rel}: column(s)")
 
     full_resync = spec.full_resync
-    committed = consumers.committed_version(spark, wh, table_rel, consumer)
+    committed = committed_read.result()
     if committed is not None and committed > to_version:
         raise AlreadyDeliveredError(
             f"Consumer {consumer} already committed version {committed} of {table_rel}, newer than the "
@@ -159,9 +183,7 @@ def run_diff(spark, spec: DiffSpec) -> DiffResult:
         changes = net_changes(cdf, key, columns, columns)
 
     out_uri = wh.changes(consumer, table_rel, from_version, to_version)
-    changes.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(out_uri)
-    counts = {row["_change_type"]: row["count"] for row in
-              spark.read.format("delta").load(out_uri).groupBy("_change_type").count().collect()}
+    counts = write_counted(changes, out_uri)
     out_rel = out_uri[len(wh.root) + 1:]
     return DiffResult(
         table=table_rel,
@@ -173,11 +195,7 @@ def run_diff(spark, spec: DiffSpec) -> DiffResult:
         full_resync=full_resync,
         changes=out_rel,
         changes_uri=out_uri,
-        counts={
-            "insert": counts.get("insert", 0),
-            "update": counts.get("update_postimage", 0),
-            "delete": counts.get("delete", 0),
-        },
+        counts=counts,
         inputs=[table_ref(wh, table_rel, to_version)],
         outputs=[table_ref(wh, out_rel, latest_version(spark, out_uri))],
     )

@@ -56,8 +56,19 @@ _retry_on_conflict = retry(
 )
 
 
+#: Commits between two Delta checkpoints of a system table (Delta's default is 10). A checkpoint is
+#: written by the append that reaches the interval and cost that append a second or more (the whole
+#: table state rebuilt and written as Parquet), while an append takes ~0.2 s; a checkpoint only
+#: speeds up rebuilding the state of a table of tiny files, which reads the commits since the last
+#: one, and reading up to 100 of them was measured as fast as reading 10 (the positions read after
+#: a consumer commit). Applies to the tables the first append creates; older ones keep theirs.
+CHECKPOINT_INTERVAL = 100
+
+
 def append(frame, uri: str, txn: tuple[str, int] | None = None, user_metadata: str | None = None) -> None:
-    """Append ``frame`` to the Delta table at ``uri``, creating it on first use.
+    """Append ``frame`` to the Delta table at ``uri``, creating it on first use (with a checkpoint
+    every :data:`CHECKPOINT_INTERVAL` commits: Delta takes ``delta.*`` write options as the table's
+    properties when the write creates it, and ignores them on appends to an existing table).
 
     ``txn`` = (application id, version) makes the append a Delta idempotent write: Delta skips it
     when that application already committed a version >= this one, and fails it with
@@ -65,7 +76,8 @@ def append(frame, uri: str, txn: tuple[str, int] | None = None, user_metadata: s
     first. ``user_metadata``: the commit's ``userMetadata`` (this write only, whatever the session
     sets). ``mergeSchema`` lets a table written by an older release gain this release's columns.
     """
-    writer = frame.write.format("delta").mode("append").option("mergeSchema", "true")
+    writer = (frame.write.format("delta").mode("append").option("mergeSchema", "true")
+              .option("delta.checkpointInterval", str(CHECKPOINT_INTERVAL)))
     if txn is not None:
         writer = writer.option("txnAppId", txn[0]).option("txnVersion", int(txn[1]))
     if user_metadata is not None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from concurrent.futures import Future
 from dataclasses import replace
 from datetime import datetime, timezone
 from functools import partial
@@ -50,7 +51,7 @@ from spark_jobs.columns import SYNC_COLUMNS, data_columns
 from spark_jobs.errors import ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets
-from spark_jobs.lake import commit_metadata, latest_version, table_history
+from spark_jobs.lake import commit_metadata, latest_version, start_read, table_history
 from spark_jobs.sinks import resolve_sink
 from spark_jobs.sinks.base import FrameSink, SinkConfig
 from spark_jobs.sinks.batch import with_json
@@ -206,9 +207,11 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
     wh = spec.lake
     mode = spec.mode
     changes_uri = wh.uri(spec.changes)
+    # the consumer's position is read beside the change set's log and the planning that follow
+    position = start_read(partial(consumers.position, spark, wh, spec.table, spec.consumer))
     changes_history = table_history(spark, changes_uri, 1)  # the one read of the change set's log
     if changes_history is None:
-        committed = consumers.committed_version(spark, wh, spec.table, spec.consumer)
+        committed = position.result().version
         if committed is not None and committed >= spec.to_version:  # a re-run after retention pruned it
             raise StaleCommitError(f"Change set {spec.changes} was deleted by retention: {spec.consumer} has "
                                    f"already committed version {committed} of {spec.table}. Nothing was sent.")
@@ -225,7 +228,7 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
 
     try:
         result = _sync(spark, wh, spec, mode, destination, sink_cls, changes_uri, changes_history[0]["version"],
-                       progress_so_far)
+                       position, progress_so_far)
     except Exception as exc:
         record_run("failed", f"{type(exc).__name__}: {exc}"[:4000])
         raise
@@ -247,7 +250,8 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
 
 
 def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str, Any], sink_cls,
-          changes_uri: str, changes_version: int, progress_so_far: dict[str, Any]) -> SinkResult:
+          changes_uri: str, changes_version: int, position: Future[consumers.Position],
+          progress_so_far: dict[str, Any]) -> SinkResult:
     from pyspark.sql import functions as F
 
     key = spec.primary_key
@@ -283,7 +287,7 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
     expected = None  # the consumer's commit this sync moves on from (compare-and-set)
     if spec.commit:  # a stale sync fails here, before sending anything
         expected = consumers.require_position(spark, wh, spec.table, spec.consumer, spec.from_version,
-                                              spec.to_version)
+                                              spec.to_version, position.result())
     sink.prepare(schema)
     if mode == "mirror" and planned.get("delete"):
         _guard_mass_delete(spark, wh, sink, planned["delete"], spec)
@@ -377,6 +381,8 @@ def _guard_mass_delete(spark, wh: Warehouse, sink, deletes: int, spec: SinkSpec)
     if spec.allow_mass_delete:
         return
     existing = sink.count()
+    if existing is not None and deletes <= fraction * existing:
+        return  # the snapshot's count could only raise ``existing``: no need to run it
     if spec.from_version is not None:
         synced = (spark.read.format("delta").option("versionAsOf", spec.from_version)
                   .load(wh.uri(spec.table)).count())
