@@ -113,14 +113,13 @@ def commit_all(spark, wh: Warehouse, versions: dict[tuple[str, str], int], run_i
 
 
 def require_position(spark, wh: Warehouse, table_rel: str, consumer: str, from_version: int | None,
-                     to_version: int, current: Position | None = None) -> Position:
+                     to_version: int) -> Position:
     """The pair's position, provided a sync from ``from_version`` to ``to_version`` may commit over it;
-    checked before delivery so that a stale sync fails before sending anything. ``current``: the
-    pair's :func:`position` when the caller has read it already.
+    checked before delivery so that a stale sync fails before sending anything.
 
     A sync from version F commits only over F. A sync from nothing (the first one, or a full resync)
     commits over nothing or over any version up to its own target — never backwards."""
-    current = position(spark, wh, table_rel, consumer) if current is None else current
+    current = position(spark, wh, table_rel, consumer)
     if from_version is None:
         fits = current.version is None or current.version <= to_version
     else:

@@ -11,14 +11,13 @@ update_postimage, delete), ``_commit_version`` and ``_commit_timestamp`` of the 
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from spark_jobs import consumers
 from spark_jobs.contract import DiffResult, DiffSpec, table_ref
 from spark_jobs.errors import AlreadyDeliveredError, ConfigError
 from spark_jobs.keys import require_columns
-from spark_jobs.lake import commit_info, latest_version, start_read, table_history
+from spark_jobs.lake import commit_info, latest_version, table_history
 from spark_jobs.renames import feed_ranges, to_head_names
 
 BEFORE_TYPES = ("update_preimage", "delete")  # a change whose row existed before the change
@@ -149,7 +148,6 @@ def run_diff(spark, spec: DiffSpec) -> DiffResult:
     table_rel = spec.table
     consumer = spec.consumer
     uri = wh.uri(table_rel)
-    committed_read = start_read(partial(consumers.committed_version, spark, wh, table_rel, consumer))
     entries = table_history(spark, uri)  # the one read of the table's log: existence, latest, target
     if entries is None:
         raise ConfigError(f"Table {table_rel} does not exist at {uri}; run its snapshot first")
@@ -166,7 +164,7 @@ def run_diff(spark, spec: DiffSpec) -> DiffResult:
     require_columns(all_columns, columns, f"Diff of {table_rel}: column(s)")
 
     full_resync = spec.full_resync
-    committed = committed_read.result()
+    committed = consumers.committed_version(spark, wh, table_rel, consumer)
     if committed is not None and committed > to_version:
         raise AlreadyDeliveredError(
             f"Consumer {consumer} already committed version {committed} of {table_rel}, newer than the "

@@ -7,10 +7,8 @@ The lake layout itself (which table lives where) is part of the contract with Ai
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import json
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Iterator
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
@@ -18,8 +16,6 @@ from spark_jobs.contract import parse_commit_metadata
 from spark_jobs.errors import ConfigError, is_write_conflict
 
 METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
-
-T = TypeVar("T")
 
 # Snapshot and wide tables record every change so diffs are reads of the Change Data Feed, and use
 # deletion vectors so a MERGE that touches few rows does not rewrite whole files.
@@ -91,22 +87,6 @@ def committed_since(spark, uri: str, base_version: int, run_id: str | None, what
             f"run was writing changes computed against version {base_version}; nothing of this run was "
             f"committed. Retry after it finishes (a retry starts from the new version).")
     return own
-
-
-def start_read(read: Callable[[], T]) -> Future[T]:
-    """Start ``read`` (a read of the lake that the job needs later) in a thread of its own; the job
-    goes on and takes the answer with ``.result()`` when it needs it.
-
-    At the sizes a warm job handles, a Spark read costs its latency (a round trip, planning, a
-    Delta log update, a job of a few tasks), not its data, so two independent reads side by side
-    take about as long as one; a session, classic or Spark Connect, runs operations from several
-    threads. The thread runs in a copy of the caller's context (the job's session, its held
-    records). A job that fails before it asks for the answer leaves the read to finish unobserved."""
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="aretl-read")
-    try:
-        return pool.submit(contextvars.copy_context().run, read)
-    finally:
-        pool.shutdown(wait=False)  # the thread ends with its read
 
 
 def delta_path(uri: str) -> str:

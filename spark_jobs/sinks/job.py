@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import re
 import time
-from concurrent.futures import Future
 from dataclasses import replace
 from datetime import datetime, timezone
 from functools import partial
@@ -51,7 +50,7 @@ from spark_jobs.columns import SYNC_COLUMNS, data_columns
 from spark_jobs.errors import ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets
-from spark_jobs.lake import commit_metadata, latest_version, start_read, table_history
+from spark_jobs.lake import commit_metadata, latest_version, table_history
 from spark_jobs.sinks import resolve_sink
 from spark_jobs.sinks.base import FrameSink, SinkConfig
 from spark_jobs.sinks.batch import with_json
@@ -207,11 +206,9 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
     wh = spec.lake
     mode = spec.mode
     changes_uri = wh.uri(spec.changes)
-    # the consumer's position is read beside the change set's log and the planning that follow
-    position = start_read(partial(consumers.position, spark, wh, spec.table, spec.consumer))
     changes_history = table_history(spark, changes_uri, 1)  # the one read of the change set's log
     if changes_history is None:
-        committed = position.result().version
+        committed = consumers.committed_version(spark, wh, spec.table, spec.consumer)
         if committed is not None and committed >= spec.to_version:  # a re-run after retention pruned it
             raise StaleCommitError(f"Change set {spec.changes} was deleted by retention: {spec.consumer} has "
                                    f"already committed version {committed} of {spec.table}. Nothing was sent.")
@@ -228,7 +225,7 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
 
     try:
         result = _sync(spark, wh, spec, mode, destination, sink_cls, changes_uri, changes_history[0]["version"],
-                       position, progress_so_far)
+                       progress_so_far)
     except Exception as exc:
         record_run("failed", f"{type(exc).__name__}: {exc}"[:4000])
         raise
@@ -250,8 +247,7 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
 
 
 def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str, Any], sink_cls,
-          changes_uri: str, changes_version: int, position: Future[consumers.Position],
-          progress_so_far: dict[str, Any]) -> SinkResult:
+          changes_uri: str, changes_version: int, progress_so_far: dict[str, Any]) -> SinkResult:
     from pyspark.sql import functions as F
 
     key = spec.primary_key
@@ -287,7 +283,7 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
     expected = None  # the consumer's commit this sync moves on from (compare-and-set)
     if spec.commit:  # a stale sync fails here, before sending anything
         expected = consumers.require_position(spark, wh, spec.table, spec.consumer, spec.from_version,
-                                              spec.to_version, position.result())
+                                              spec.to_version)
     sink.prepare(schema)
     if mode == "mirror" and planned.get("delete"):
         _guard_mass_delete(spark, wh, sink, planned["delete"], spec)
