@@ -214,43 +214,6 @@ def send_batch(sink: Sink, batch: ChangeBatch, policy: DeliveryPolicy, stats: St
     return rejects
 
 
-#: Arrow record batches (Spark's ``maxRecordsPerBatch``, 10,000 rows by default) a partition reads
-#: ahead of the batch being sent.
-READ_AHEAD = 4
-
-
-class _ReadFailed(NamedTuple):
-    error: BaseException
-
-
-def read_ahead(items: Iterable, depth: int = READ_AHEAD) -> Iterator:
-    """``items``, pulled on a background thread up to ``depth`` ahead of the consumer: the JVM goes on
-    sending the partition's next rows (and Arrow decodes them) while the sink waits on the
-    destination, instead of stalling on a full socket. Memory stays bounded by ``depth``."""
-    import queue
-
-    ahead: queue.Queue = queue.Queue(maxsize=depth)
-    end = object()
-
-    def pull() -> None:
-        try:
-            for item in items:
-                ahead.put(item)
-        except BaseException as exc:  # handed to the consumer, which raises it
-            ahead.put(_ReadFailed(exc))
-            return
-        ahead.put(end)
-
-    threading.Thread(target=pull, name="aretl-read-ahead", daemon=True).start()
-    while True:
-        item = ahead.get()
-        if item is end:
-            return
-        if isinstance(item, _ReadFailed):
-            raise item.error
-        yield item
-
-
 def chunks(arrow_batches: Iterable, size: int, key_fields: list[str], fields: list[str]) -> Iterator[ChangeBatch]:
     """Re-cut a partition's Arrow record batches into ChangeBatches of ``size`` rows (zero-copy
     slices; only what is left over waits for the next input batch)."""
@@ -382,7 +345,7 @@ def deliver_partition(
     started = last_report = time.monotonic()
     refused: list[tuple] = []
     try:
-        batches = chunks(read_ahead(arrow_batches), policy.batch_size, key_fields, fields)
+        batches = chunks(arrow_batches, policy.batch_size, key_fields, fields)
         for rejects in _sent_batches(batches, lanes, policy, limiter):
             for op, change, ident, reason, attempts in rejects:
                 refused.append(("reject", op, change, ident, str(reason)[:2000], attempts, None))
