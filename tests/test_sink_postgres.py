@@ -113,3 +113,44 @@ def test_a_created_table_takes_its_column_types_from_the_shared_type_map(pg, pos
         ("local_at", "timestamp without time zone"), ("tags", "jsonb")]
     assert columns[4][2:] == (12, 3)
     assert PostgresSink(config).count() == 0
+
+
+def test_new_rows_go_straight_into_the_table_and_a_key_it_holds_falls_back_to_the_staged_upsert(pg, postgres_server):
+    """Rows new to the source are COPY-ed into the target; a batch holding a key the table already has
+    (a resend after a kill) is rolled back and applied by the staged upsert, and that connection stays
+    on the staged path. A view (COPY cannot fill one) never takes the direct path."""
+    from spark_jobs.sinks.base import ChangeRecord, SinkConfig
+    from spark_jobs.sinks.postgres import PostgresSink
+
+    def new_rows(*rows):
+        return [ChangeRecord(op="upsert", key={"id": i}, data={"id": i, "name": name}, change="insert",
+                             id=f'{{"id":{i}}}') for i, name in rows]
+
+    def sink_for(table):
+        config = SinkConfig(destination=pg.destination(table=table), key_fields=["id"], fields=["id", "name"],
+                            mode="upsert", secrets={"password": postgres_server.password})
+        sink = PostgresSink(config)
+        sink.open()
+        return sink
+
+    pg.execute(f"CREATE TABLE {pg.table} (id int PRIMARY KEY, name text)")
+    sink = sink_for(pg.table)
+    try:
+        assert sink.write_batch(new_rows((1, "ann"), (2, "bob"))) == [None, None]
+        assert sink.copy_new_rows
+        assert sink.write_batch(new_rows((2, "bo"), (3, "cid"))) == [None, None]
+        assert not sink.copy_new_rows
+        assert sink.write_batch(new_rows((4, "dan"))) == [None]
+    finally:
+        sink.close()
+    assert pg.rows() == [(1, "ann"), (2, "bo"), (3, "cid"), (4, "dan")]
+
+    pg.execute(f"CREATE VIEW {pg.table}_view AS SELECT * FROM {pg.table}")
+    sink = sink_for(f"{pg.table}_view")
+    try:
+        assert sink.write_batch(new_rows((1, "ada"), (5, "eve"))) == [None, None]
+        assert not sink.copy_new_rows
+    finally:
+        sink.close()
+    assert pg.rows() == [(1, "ada"), (2, "bo"), (3, "cid"), (4, "dan"), (5, "eve")]
+    pg.execute(f"DROP VIEW {pg.table}_view")
