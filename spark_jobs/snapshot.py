@@ -34,6 +34,7 @@ same way with offsets instead of versions: every commit records the end offsets 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from spark_jobs import crashpoints, rebuild, upsert_kafka
@@ -41,7 +42,7 @@ from spark_jobs.columns import CDF_COLUMNS, check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
 from spark_jobs.diff import AFTER_TYPES, BEFORE_TYPES, net_changes
 from spark_jobs.errors import ConfigError, SchemaDriftError
-from spark_jobs.keys import check_key_counts, check_primary_key
+from spark_jobs.keys import check_key_counts, check_primary_key, require_columns
 from spark_jobs.lake import (
     TABLE_PROPERTIES,
     assignments,
@@ -139,68 +140,76 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
                                        base, _record_if_unchanged)
         return _result(wh, rel, entry, source, reused=False, read="kafka_offsets", source_ref=read_on.reference())
 
-    from pyspark import StorageLevel
-
-    df = (upsert_kafka.table(spark, topic, key) if topic is not None
-          else read_source(spark, source)).persist(StorageLevel.MEMORY_AND_DISK)
-    entry = None
-    try:
-        check_column_names(df.columns, f"Snapshot {name}")
-        metadata["rows"] = check_primary_key(df, key, f"Snapshot {name}")
-        if exists:
-            table_columns = spark.read.format("delta").load(uri).columns
-            renames = pending_renames(spec.renames, table_columns, df.columns, f"Snapshot {name}")
-            df, added = _align_schema(spark, uri, df, name, spec.allow_schema_evolution, renames)
-            if renames:  # metadata-only commits of their own, before the snapshot's
-                base = apply_renames(spark, uri, renames, spec.run_id, base)
-        with commit_metadata(spark, metadata):
-            if exists:
-                with on_top_of(spark, base):
-                    entry = _merge(spark, uri, df, key, added, metadata, base, partition_by)
-            else:
-                writer = df.write.format("delta").mode("error")  # errorifexists, spelled the way Spark Connect accepts
-                if partition_by:
-                    check_new_layout(df.schema, partition_by, f"Snapshot {name}")
-                    writer = writer.partitionBy(*partition_by)
-                for prop, value in TABLE_PROPERTIES.items():
-                    writer = writer.option(prop, value)
-                writer.save(uri)
-    finally:
-        df.unpersist()
-
-    entry = entry or _own_commit(spark, uri, metadata, base)
+    df = upsert_kafka.table(spark, topic, key) if topic is not None else read_source(spark, source)
+    check_column_names(df.columns, f"Snapshot {name}")
+    if exists:
+        require_columns(df.columns, key, f"Snapshot {name}: primary key column(s)")
+        table_schema = spark.read.format("delta").load(uri).schema
+        renames = pending_renames(spec.renames, table_schema.names, df.columns, f"Snapshot {name}")
+        df, added = _align_schema(table_schema, df, name, spec.allow_schema_evolution, renames)
+        # the key check and the change detection are one pass over the extract, before anything is written
+        changes, metadata["rows"] = _detect_changes(spark, uri, df, key, added, partition_by or [], renames,
+                                                    f"Snapshot {name}")
+        if renames:  # metadata-only commits of their own, before the snapshot's
+            base = apply_renames(spark, uri, renames, spec.run_id, base)
+        with commit_metadata(spark, metadata), on_top_of(spark, base):
+            entry = _merge(spark, uri, df, key, added, metadata, base, partition_by, changes=changes)
+    else:
+        _write_first(spark, uri, df, key, name, metadata, partition_by)
+        entry = _own_commit(spark, uri, metadata, base)
     replayed = rebuild.finish(spark, spec, uri, entry, _merge) if rebuilding is not None else None
     return _result(wh, rel, entry, source, reused=False, replayed=replayed,
                    source_ref=topic.reference() if topic is not None else None)
 
 
+def _write_first(spark, uri: str, df, key: list[str], name: str, metadata: dict[str, Any],
+                 partition_by: list[str] | None) -> None:
+    """Write the table's first version: the key check and the write both read the extract, so it is
+    cached for the two passes."""
+    from pyspark import StorageLevel
+
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        metadata["rows"] = check_primary_key(df, key, f"Snapshot {name}")
+        with commit_metadata(spark, metadata):
+            writer = df.write.format("delta").mode("error")  # errorifexists, spelled the way Spark Connect accepts
+            if partition_by:
+                check_new_layout(df.schema, partition_by, f"Snapshot {name}")
+                writer = writer.partitionBy(*partition_by)
+            for prop, value in TABLE_PROPERTIES.items():
+                writer = writer.option(prop, value)
+            writer.save(uri)
+    finally:
+        df.unpersist()
+
+
 def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict[str, Any],
-           base: int, partition_by: list[str] | None = None) -> dict[str, Any]:
+           base: int, partition_by: list[str] | None = None, changes: Changes | None = None) -> dict[str, Any]:
     """MERGE the extract: update changed rows, insert new keys, delete vanished ones. ``added`` are
     columns new to the table (schema evolution): a row changes if it has a value there. With
     ``partition_by`` (the table's partition columns) the MERGE matches only in the partitions where
-    the changed rows' current versions live (:mod:`spark_jobs.partitions`).
+    the changed rows' current versions live (:mod:`spark_jobs.partitions`). ``changes``: the rows
+    :func:`_detect_changes` found, when the caller has already looked (None: look now).
 
-    The changed rows are found first, by a full outer join of the extract with the table's keys and
-    row hashes (:func:`_changed_rows`); only those reach the MERGE. A MERGE of the whole extract
-    with a not-matched-by-source clause would join every source row with every table row, value by
-    value, and then again to write: measured at 1M rows this way is about twice as fast, and the
-    MERGE's cost follows the changes. The caller runs this :func:`~spark_jobs.lake.on_top_of` the
-    version it read: if another run moves the table between the join and the MERGE, this run's
-    commit is refused instead of applying its changes to the other run's data."""
+    Only the changed rows reach the MERGE. A MERGE of the whole extract with a not-matched-by-source
+    clause would join every source row with every table row, value by value, and then again to
+    write: measured at 1M rows this way is about twice as fast, and the MERGE's cost follows the
+    changes. The caller runs this :func:`~spark_jobs.lake.on_top_of` the version it read: if another
+    run moves the table between the join and the MERGE, this run's commit is refused instead of
+    applying its changes to the other run's data."""
     from pyspark.sql import functions as F
 
     values = [c for c in df.columns if c not in key]
-    # Computed once into a local checkpoint: the MERGE reads these rows as they are, without copying
-    # them first (merge_into's ``checkpointed``) and without re-reading the source.
-    changes = _changed_rows(spark, uri, df, key, values, added, partition_by or []).localCheckpoint(eager=True)
+    if changes is None:
+        changes, _ = _detect_changes(spark, uri, df, key, added, partition_by or [], {}, f"Snapshot table {uri}")
     # A run that changed no row skips planning and running a MERGE that would commit nothing. New
     # columns still go through it (they are added to the table even when every row is null there).
-    if not added and changes.isEmpty():
+    if not added and changes.count == 0:
         return _record_if_unchanged(spark, uri, metadata, base)
+    rows = changes.rows
     on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
     if partition_by:
-        current = changes.where(F.col(PRIOR).isNotNull()).select(f"{PRIOR}.*")
+        current = rows.where(F.col(PRIOR).isNotNull()).select(f"{PRIOR}.*")
         on = _pruned(on, touched_predicate(current, partition_by))
     sets = {f"`{c}`": f"s.`{c}`" for c in values}
     clauses = [f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE"]
@@ -210,7 +219,7 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     if added:  # the MERGE adds the new columns to the table
         spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
     try:
-        merge_into(spark, uri, changes, on, *clauses, checkpointed=True)
+        merge_into(spark, uri, rows, on, *clauses, checkpointed=True)
         crashpoints.reached("snapshot.merged")
     finally:
         if added:
@@ -220,32 +229,71 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
 
 VANISHED = "_aretl_vanished"  # set on a change row whose key is in the table but not in the extract
 PRIOR = "_aretl_prior_partition"  # the partition values of the key's row in the table (null: not there)
+EXTRACT_ROWS = "_aretl_extract_rows"  # how many extract rows carry the row's key (null: vanished key)
+NEW_KEY = "_aretl_new_key"  # the extract row's key is not in the table
 
 
-def _changed_rows(spark, uri: str, df, key: list[str], values: list[str], added: list[str],
-                  partition_by: list[str]):
-    """The extract's rows that differ from the table (new keys and changed rows) plus one row per
-    vanished key (``VANISHED`` true), from a full outer join on the key of the extract with the
-    table's keys and row hashes. Columns new to the table hash as null on the table side, so a row
-    changes if it has a value there. For a partitioned table each row also carries ``PRIOR``, the
-    partition its key's row is in now."""
+@dataclass(frozen=True)
+class Changes:
+    """The change rows a run MERGEs (a local checkpoint: computed once) and how many there are."""
+
+    rows: Any
+    count: int
+
+
+def _detect_changes(spark, uri: str, df, key: list[str], added: list[str], partition_by: list[str],
+                    renames: dict[str, str], where: str) -> tuple[Changes, int]:
+    """The key check and the change detection in one pass over the extract: fail on a null or
+    duplicate key, else return the change rows (:func:`_changed_rows`) and the extract's row count.
+
+    Each extract row carries the number of extract rows with its key, counted on the partitioning
+    the join with the table needs anyway (no second shuffle). Rows whose key is not unique are kept
+    with the changes, so the check reads only the checkpointed change rows. The row count is the
+    table's (a count Delta answers from its log) plus new keys minus vanished ones. ``renames``
+    (old -> new) not yet applied to the table: its columns are read under their new names. The
+    change rows are a local checkpoint: the MERGE reads them as they are, without copying them first
+    (merge_into's ``checkpointed``) and without re-reading the source."""
+    from pyspark.sql import functions as F
+
+    changes = _changed_rows(spark, uri, df, key, added, partition_by, renames).localCheckpoint(eager=True)
+    sign = F.when(F.col(VANISHED), -1).when(F.col(NEW_KEY), 1).otherwise(0)
+    per_key = changes.groupBy(*key).agg(F.coalesce(F.max(EXTRACT_ROWS), F.lit(0)).alias("count"),
+                                        F.sum(sign).alias("delta"))
+    totals = check_key_counts(per_key, key, where, delta=F.sum("delta"), changed=F.count(F.lit(1)))
+    rows = spark.read.format("delta").load(uri).count() + int(totals["delta"] or 0)
+    return Changes(changes.drop(NEW_KEY, EXTRACT_ROWS), int(totals["changed"] or 0)), rows
+
+
+def _changed_rows(spark, uri: str, df, key: list[str], added: list[str], partition_by: list[str],
+                  renames: dict[str, str]):
+    """The extract's rows that differ from the table (new keys and changed rows), its rows whose key
+    is not unique (``EXTRACT_ROWS`` > 1), plus one row per vanished key (``VANISHED`` true), from a
+    full outer join on the key of the extract with the table's keys and row hashes. Columns new to
+    the table hash as null on the table side, so a row changes if it has a value there. For a
+    partitioned table each row also carries ``PRIOR``, the partition its key's row is in now."""
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     def col(name):
         return F.col(f"`{name}`")
 
     keys = [col(c) for c in key]
+    values = [c for c in df.columns if c not in key]
     table = spark.read.format("delta").load(uri)
+    if renames:
+        table = table.withColumnsRenamed(renames)
     prior = [F.struct(*[col(c) for c in partition_by]).alias(PRIOR)] if partition_by else []
     table = table.select(*keys, _row_hash([F.lit(None) if c in added else col(c) for c in values])
                          .alias("_table_hash"), *prior)
+    # counted per key on the extract's hash partitioning by the key, which the join reuses
     extract = df.select(*keys, *[col(c) for c in values], _row_hash([col(c) for c in values]).alias("_extract_hash"),
-                        F.lit(True).alias("_in_extract"))
+                        F.count(F.lit(1)).over(Window.partitionBy(*keys)).alias(EXTRACT_ROWS))
     joined = extract.join(table, key, "full_outer")
-    return (joined.where(F.col("_in_extract").isNull() | F.col("_table_hash").isNull()
+    return (joined.where(F.col(EXTRACT_ROWS).isNull() | F.col("_table_hash").isNull() | (F.col(EXTRACT_ROWS) > 1)
                          | (F.col("_table_hash") != F.col("_extract_hash")))
-            .select(*keys, *[col(c) for c in values], F.col("_in_extract").isNull().alias(VANISHED),
-                    *[F.col(PRIOR)] if partition_by else []))
+            .select(*keys, *[col(c) for c in values], F.col(EXTRACT_ROWS).isNull().alias(VANISHED),
+                    (F.col(EXTRACT_ROWS).isNotNull() & F.col("_table_hash").isNull()).alias(NEW_KEY),
+                    F.col(EXTRACT_ROWS), *[F.col(PRIOR)] if partition_by else []))
 
 
 def _row_hash(columns):
@@ -375,13 +423,13 @@ def _check_changed_keys(spark, uri: str, cdf, key: list[str], where: str) -> int
     return int(totals["delta"] or 0)
 
 
-def _align_schema(spark, uri: str, df, name: str, allow_evolution: bool, renames: dict[str, str]):
+def _align_schema(table_schema, df, name: str, allow_evolution: bool, renames: dict[str, str]):
     """Refuse schema drift unless allowed; when allowed, new columns are added and dropped columns
     become null (a snapshot records what the source has now). A changed type is always refused.
-    The table's columns are compared under the names ``renames`` is about to give them."""
+    The table's columns (``table_schema``) are compared under the names ``renames`` is about to give them."""
     from pyspark.sql import functions as F
 
-    target = {renames.get(f.name, f.name): f.dataType for f in spark.read.format("delta").load(uri).schema.fields}
+    target = {renames.get(f.name, f.name): f.dataType for f in table_schema.fields}
     source = {f.name: f.dataType for f in df.schema.fields}
     added = [c for c in source if c not in target]
     removed = [c for c in target if c not in source]
