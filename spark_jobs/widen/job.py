@@ -92,7 +92,9 @@ def run_widen(spark, spec: WidenSpec) -> WidenResult:
     commits: dict[str, dict | None] = {}  # step part -> metadata of the commit it made
     if full:
         done = [(inputs[s.name].rel, inputs[s.name].consumer, inputs[s.name].to_version) for s in full]
-        commits["full"] = _merge_full(spark, t, uri, events, columns, types, {**base_md, "merged": done}, base)
+        inserts_only = all(inputs[s.name].from_version is None and not s.is_changelog for s in full)
+        commits["full"] = _merge_full(spark, t, uri, events, columns, types, {**base_md, "merged": done}, base,
+                                      inserts_only)
     wide_inputs = []
     for s in left:
         wide_in = Input(t.rel, uri, t.consumer(s.name), merged.get((t.rel, t.consumer(s.name))),
@@ -321,24 +323,29 @@ def _ensure_wide(spark, uri: str, wanted: list[str], types, md, exists: bool) ->
             retry_on_conflict(lambda: spark.sql(f"ALTER TABLE delta.`{uri}` ADD COLUMNS ({added})"))()
 
 
-def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base: int) -> dict | None:
+def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base: int,
+                inserts_only: bool) -> dict | None:
     """Fold the events into the wide table as one commit made :func:`~spark_jobs.lake.on_top_of`
     ``base``, the version whose merged source versions the events start from: two runs that read the
-    same merged versions would otherwise both add the same events (a ``sum`` counted twice)."""
+    same merged versions would otherwise both add the same events (a ``sum`` counted twice).
+    ``inserts_only``: every event is an insert (whole snapshot versions read for the first time)."""
     if events is None:
         return None
     on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in t.primary_key)
 
     @retry_on_conflict
     def _merge():  # rebuilt on a conflict: the fold must start from the rows stored now
-        stored = spark.read.format("delta").load(uri)
-        rows = partial_update.merged_rows(t, events, stored, columns, types)
         if spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("numFiles").first()[0] == 0:
             # Nothing stored yet (the first run): every folded row is an insert, and a plain append
             # skips the MERGE's materialized source and its join against the target. The merges of a
             # wide table run one at a time (planning.py); a concurrent run's append is refused (on_top_of).
+            rows = (partial_update.newest_values(t, events, columns)
+                    if inserts_only and partial_update.plain_fold(t, columns)
+                    else partial_update.merged_rows(t, events, None, columns, types))
             rows.drop(partial_update.REMOVE, partial_update.RESET).write.format("delta").mode("append").save(uri)
             return
+        stored = spark.read.format("delta").load(uri)
+        rows = partial_update.merged_rows(t, events, stored, columns, types)
         update = {f"`{c}`": f"s.`{c}`" for c in columns}
         # a row a removal emptied and later events filled again keeps nothing of other groups' sources
         others = [c for c in t.merged_columns(t.full_sources) if c not in columns and c in stored.columns]
