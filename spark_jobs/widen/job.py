@@ -45,6 +45,7 @@ from spark_jobs.widen.changes import ROW_TYPES, read_changes, require_table
 from spark_jobs.widen.config import ADDS, RETRACTIONS, Source, WideTable
 
 EXAMPLES = 5
+BROADCAST_ROWS = 50_000  # folded rows a change run's MERGE broadcasts (a few MB on the driver)
 
 
 @dataclass
@@ -345,7 +346,7 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base:
             rows.drop(partial_update.REMOVE, partial_update.RESET).write.format("delta").mode("append").save(uri)
             return
         stored = spark.read.format("delta").load(uri)
-        rows = partial_update.merged_rows(t, events, stored, columns, types)
+        rows = _folded_source(partial_update.merged_rows(t, events, stored, columns, types))
         update = {f"`{c}`": f"s.`{c}`" for c in columns}
         # a row a removal emptied and later events filled again keeps nothing of other groups' sources
         others = [c for c in t.merged_columns(t.full_sources) if c not in columns and c in stored.columns]
@@ -356,12 +357,24 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base:
                    *reset,
                    "WHEN MATCHED THEN UPDATE SET " + assignments(update),
                    "WHEN NOT MATCHED THEN INSERT "
-                   + insert_values({f"`{c}`": f"s.`{c}`" for c in (*t.primary_key, *columns)}))
+                   + insert_values({f"`{c}`": f"s.`{c}`" for c in (*t.primary_key, *columns)}),
+                   checkpointed=True)
 
     with commit_metadata(spark, md), on_top_of(spark, base), guards.reported(DataQualityError):
         _merge()
     _require_own_merge(spark, t, uri, base, md)
     return md
+
+
+def _folded_source(rows):
+    """The folded rows as the MERGE's source: computed once (a local checkpoint, so Delta does not copy
+    them again) and, when at most :data:`BROADCAST_ROWS` (a change run), broadcast, so the MERGE's
+    joins stream the wide table instead of shuffling all of it to meet a few rows. Counting the
+    checkpoint reads rows already computed; the estimate Spark has of them is a guess."""
+    from pyspark.sql import functions as F
+
+    rows = rows.localCheckpoint(eager=True)
+    return F.broadcast(rows) if rows.count() <= BROADCAST_ROWS else rows
 
 
 def _require_own_merge(spark, t: WideTable, uri: str, base: int, md: dict) -> None:
