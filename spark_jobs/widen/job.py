@@ -45,7 +45,7 @@ from spark_jobs.widen.changes import ROW_TYPES, read_changes, require_table
 from spark_jobs.widen.config import ADDS, RETRACTIONS, Source, WideTable
 
 EXAMPLES = 5
-BROADCAST_ROWS = 50_000  # folded rows a change run's MERGE broadcasts (a few MB on the driver)
+BROADCAST_CELLS = 1_000_000  # folded rows x columns a change run's MERGE broadcasts (~20 MB on the driver)
 
 
 @dataclass
@@ -368,13 +368,13 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base:
 
 def _folded_source(rows):
     """The folded rows as the MERGE's source: computed once (a local checkpoint, so Delta does not copy
-    them again) and, when at most :data:`BROADCAST_ROWS` (a change run), broadcast, so the MERGE's
-    joins stream the wide table instead of shuffling all of it to meet a few rows. Counting the
+    them again) and, when few (at most :data:`BROADCAST_CELLS` values: a change run), broadcast, so the
+    MERGE's joins stream the wide table instead of shuffling all of it to meet a few rows. Counting the
     checkpoint reads rows already computed; the estimate Spark has of them is a guess."""
     from pyspark.sql import functions as F
 
     rows = rows.localCheckpoint(eager=True)
-    return F.broadcast(rows) if rows.count() <= BROADCAST_ROWS else rows
+    return F.broadcast(rows) if rows.count() * len(rows.columns) <= BROADCAST_CELLS else rows
 
 
 def _require_own_merge(spark, t: WideTable, uri: str, base: int, md: dict) -> None:
