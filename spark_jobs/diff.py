@@ -18,7 +18,7 @@ from spark_jobs.contract import DiffResult, DiffSpec, table_ref
 from spark_jobs.errors import AlreadyDeliveredError, ConfigError
 from spark_jobs.keys import require_columns
 from spark_jobs.lake import commit_info, latest_version, table_history
-from spark_jobs.renames import is_rename, to_head_names
+from spark_jobs.renames import feed_ranges, to_head_names
 
 BEFORE_TYPES = ("update_preimage", "delete")  # a change whose row existed before the change
 AFTER_TYPES = ("insert", "update_postimage")  # a change whose row exists after it
@@ -88,8 +88,8 @@ def read_changes(spark, uri: str, start: int, end: int, entries: list[dict[str, 
     of version ``end`` (``entries``: the table's history).
 
     Delta refuses to read the feed across a column rename (:mod:`spark_jobs.renames`), so the range is
-    read in pieces between the rename commits (which change no row), each piece's columns renamed to
-    their names at ``end``; a column added in the range is null in the pieces before it, as in one
+    read in pieces between the rename commits (which change no row) and restores, each piece's columns
+    renamed to their names at ``end``; a column added in the range is null in the pieces before it, as in one
     read of the whole range."""
     from functools import reduce
 
@@ -100,9 +100,7 @@ def read_changes(spark, uri: str, start: int, end: int, entries: list[dict[str, 
                  .option("startingVersion", lo).option("endingVersion", hi).load(uri))
         return to_head_names(frame, entries, hi, end)
 
-    cuts = sorted(e["version"] for e in entries if is_rename(e) and start <= e["version"] <= end)
-    bounds = zip([start, *(v + 1 for v in cuts)], [*(v - 1 for v in cuts), end])
-    pieces = [feed(lo, hi) for lo, hi in bounds if lo <= hi]
+    pieces = [feed(lo, hi) for lo, hi in feed_ranges(entries, start, end)]
     if not pieces:  # only rename commits in the range: no row changed
         empty = spark.read.format("delta").option("versionAsOf", end).load(uri).limit(0)
         return empty.select("*", F.lit(None).cast("string").alias("_change_type"),

@@ -48,8 +48,8 @@ def check_layout(spark, uri: str, partition_by: list[str], where: str) -> None:
     actual = list(spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("partitionColumns").first()[0] or [])
     if actual != list(partition_by):
         raise ConfigError(f"{where}: the table is partitioned by {actual}, the spec says partition_by="
-                          f"{list(partition_by)}. Partitioning is chosen when a snapshot table is created; "
-                          "record into a new snapshot table to change it. Nothing was written.")
+                          f"{list(partition_by)}. Partitioning is chosen when the table is created; write "
+                          "into a new table (a new name) to change it. Nothing was written.")
 
 
 def touched_predicate(frame, partition_by: list[str], alias: str = "t") -> str | None:

@@ -28,6 +28,7 @@ from typing import Any, Callable
 from spark_jobs import consumers
 from spark_jobs.contract import SnapshotSpec, parse_logical_date
 from spark_jobs.lake import commit_metadata, history, latest_version, on_top_of
+from spark_jobs.renames import to_head_names
 from spark_jobs.timetravel import recorded_for, recorded_versions
 
 Merge = Callable[..., object]  # spark_jobs.snapshot._merge(spark, uri, df, key, added, metadata, base)
@@ -65,9 +66,11 @@ def finish(spark, spec: SnapshotSpec, uri: str, entry: dict[str, Any], merge: Me
 
 def _replay(spark, uri: str, key: list[str], date: str, old_version: int, run_id: str | None,
             merge: Merge) -> None:
-    """Record ``date`` again with the content it had at ``old_version`` (one MERGE, one commit)."""
-    df = spark.read.format("delta").option("versionAsOf", old_version).load(uri)
-    old = next(e for e in history(spark, uri) if e["version"] == old_version)["metadata"]
+    """Record ``date`` again with the content it had at ``old_version`` (one MERGE, one commit), under
+    the head's column names: a column renamed since (:mod:`spark_jobs.renames`) keeps its values."""
+    entries = history(spark, uri)
+    df = to_head_names(spark.read.format("delta").option("versionAsOf", old_version).load(uri), entries, old_version)
+    old = next(e for e in entries if e["version"] == old_version)["metadata"]
     metadata = {"job": "snapshot", "logical_date": date, "run_id": run_id, "primary_key": key,
                 "source": {"replayed_from": old_version}, "replayed_from": old_version, "rows": old.get("rows")}
     base = latest_version(spark, uri)  # the replay lands right on top of the line it extends

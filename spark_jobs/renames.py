@@ -19,8 +19,18 @@ A run that renames makes its rename commits (the column mapping upgrade the firs
 "renames"}`` and no logical date, so they are not recorded snapshots and add no Change Data Feed
 rows. Delta refuses to read the Change Data Feed across a rename, so readers of a range that spans
 rename commits read the range in pieces between them, each piece renamed to the head's names
-(:func:`spark_jobs.diff.read_changes`); time-travel readers rename an old version's columns with
-:func:`names_at_head`.
+(:func:`feed_ranges`, :func:`spark_jobs.diff.read_changes`); time-travel readers rename an old
+version's columns with :func:`names_at_head`.
+
+A restore (the restore job, or a rebuild's restore of its base) to a version before a rename brings
+the old names back with the old schema: the next snapshot run with the same ``renames`` renames them
+again. Readers follow that too: :func:`names_at_head` maps a name across a restore through the
+version it restored (recorded as ``restored_version`` in the restore's commit), and a restore commit
+starts a Change Data Feed piece of its own. A rebuild replays later dates from their old versions
+under the head's names (:mod:`spark_jobs.rebuild`).
+
+Consumers that name a snapshot's columns by hand (a wide table's spec) name its current columns: a
+spec still naming a renamed column fails naming the new name (:func:`renamed_columns`).
 """
 
 from __future__ import annotations
@@ -87,12 +97,27 @@ def is_rename(entry: dict[str, Any]) -> bool:
     return entry["metadata"].get("job") == RENAME_JOB
 
 
+def restored_version(entry: dict[str, Any]) -> int | None:
+    """The version a RESTORE commit (this project's, which record it) brought back; None for others."""
+    restored = entry["metadata"].get("restored_version")
+    return int(restored) if entry.get("operation") == "RESTORE" and restored is not None else None
+
+
 def names_at_head(entries: list[dict[str, Any]], version: int, head: int | None = None) -> dict[str, str]:
     """``{name at version: name at head}`` for the columns renamed after ``version`` up to ``head``
-    (default: the newest of ``entries``, the table's history)."""
-    renames = [e for e in entries if e["version"] > version and (head is None or e["version"] <= head) and is_rename(e)]
-    current: dict[str, str] = {}  # original name -> its name after the renames seen so far
-    for entry in sorted(renames, key=lambda e: e["version"]):
+    (default: the newest of ``entries``, the table's history). A restore in between resets the names
+    to those of the version it restored, mapped from ``version``'s forward or backward."""
+    steps = [e for e in entries if e["version"] > version and (head is None or e["version"] <= head)
+             and (is_rename(e) or restored_version(e) is not None)]
+    current: dict[str, str] = {}  # name at version -> its name after the commits seen so far
+    for entry in sorted(steps, key=lambda e: e["version"]):
+        restored = restored_version(entry)
+        if restored is not None:
+            if restored >= version:
+                current = names_at_head(entries, version, restored)
+            else:
+                current = {new: old for old, new in names_at_head(entries, restored, version).items()}
+            continue
         renamed = entry["metadata"].get("renames") or {}
         carried = set(current.values())  # names that are already some original column's
         for original, name in current.items():
@@ -106,3 +131,30 @@ def to_head_names(frame, entries: list[dict[str, Any]], version: int, head: int 
     the newest of ``entries``)."""
     renamed = {old: new for old, new in names_at_head(entries, version, head).items() if old in frame.columns}
     return frame.withColumnsRenamed(renamed) if renamed else frame
+
+
+def feed_ranges(entries: list[dict[str, Any]], start: int, end: int) -> list[tuple[int, int]]:
+    """Versions [start, end] as the ranges whose Change Data Feed Delta reads in one piece: without
+    the rename commits (they change no row) and with each restore starting a piece of its own (it may
+    bring back names of an older schema)."""
+    renames = {e["version"] for e in entries if is_rename(e) and start <= e["version"] <= end}
+    restores = {e["version"] for e in entries if e.get("operation") == "RESTORE" and start < e["version"] <= end}
+    ranges, low = [], start
+    for version in sorted(renames | restores):
+        if low <= version - 1:
+            ranges.append((low, version - 1))
+        low = version + 1 if version in renames else version
+    if low <= end:
+        ranges.append((low, end))
+    return ranges
+
+
+def renamed_columns(entries: list[dict[str, Any]], names: list[str], version: int) -> dict[str, tuple[str, int]]:
+    """``{name: (its name at version, the version that renamed it)}`` for those of ``names`` a rename
+    commit up to ``version`` renamed (a name renamed twice: its last name)."""
+    found = {}
+    for entry in sorted((e for e in entries if is_rename(e) and e["version"] <= version), key=lambda e: e["version"]):
+        for old in entry["metadata"].get("renames") or {}:
+            if old in names and old not in found:
+                found[old] = (names_at_head(entries, entry["version"] - 1, version).get(old, old), entry["version"])
+    return {old: (new, at) for old, (new, at) in found.items() if new != old}

@@ -54,6 +54,8 @@ def spec(**changes):
     ({"name": "a/b"}, "must be a non-empty name without '/'"),
     ({"sources": []}, "no sources"),
     ({"colour": 1}, "unknown option(s) ['colour']"),
+    ({"partition_by": ["cust_name"]}, "partition_by ['cust_name'] must name distinct primary key or full-join"),
+    ({"partition_by": ["a", "a"]}, "partition_by ['a', 'a'] must name distinct"),
 ])
 def test_configuration_errors(changes, message):
     with pytest.raises(ConfigError) as err:

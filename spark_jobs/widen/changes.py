@@ -3,13 +3,18 @@
 Every widen step consumes a table's Change Data Feed over (merged, target]: the versions since the
 last one it merged, up to the version its upstream task produced. The first time (nothing merged yet)
 the whole target version counts as inserts, in the same CDF shape, so callers handle one shape.
+The feed itself is read by :func:`spark_jobs.diff.read_changes`, the one reader of a table's changes
+between versions: across a source snapshot's column rename it reads the pieces Delta allows, under
+the target version's names.
 """
 
 from __future__ import annotations
 
 from spark_jobs.diff import as_inserts
+from spark_jobs.diff import read_changes as read_feed
 from spark_jobs.errors import ConfigError
-from spark_jobs.lake import commit_info, table_history
+from spark_jobs.lake import commit_info, history, latest_version, table_history
+from spark_jobs.renames import restored_version
 
 ROW_TYPES = ("insert", "update_postimage", "delete")  # the preimage of an update is not a write
 
@@ -21,10 +26,17 @@ def read_changes(spark, uri: str, from_version: int | None, to_version: int):
     if from_version is None:
         table = spark.read.format("delta").option("versionAsOf", to_version).load(uri)
         return as_inserts(table, to_version, commit_info(spark, uri, to_version)["timestamp"])
-    return (
-        spark.read.format("delta").option("readChangeFeed", "true")
-        .option("startingVersion", from_version + 1).option("endingVersion", to_version).load(uri)
-    )
+    return read_feed(spark, uri, from_version + 1, to_version, _history_since(spark, uri, from_version + 1))
+
+
+def _history_since(spark, uri: str, since: int) -> list[dict]:
+    """The table's commits from version ``since`` on: what splitting and naming its feed needs (rename
+    and restore commits), without reading the whole log every run. A restore among them to a version
+    before ``since`` maps names through older commits, so then the whole history."""
+    entries = history(spark, uri, latest_version(spark, uri) - since + 1)
+    if any(restored is not None and restored < since for restored in map(restored_version, entries)):
+        return history(spark, uri)
+    return entries
 
 
 def require_table(spark, uri: str, rel: str, what: str) -> int:

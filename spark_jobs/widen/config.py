@@ -11,6 +11,7 @@ side, before it reads anything), so a misconfigured wide table fails fast and na
       "aggregations": {"amount": "sum"},       # optional per-field aggregate function
       "ignore_delete": false,                  # drop source deletes instead of failing
       "ignore_retract": ["f"],                 # optional: fields a retraction leaves alone
+      "partition_by": ["region"],              # optional: the table's partition columns (see below)
       "sources": [
         {"name": "order_info", "columns": ["product_type", "customer_id"], "group": "orders",
          "remove_row_on_delete": true},        # a delete here removes the whole wide row
@@ -34,6 +35,15 @@ A source is either a snapshot table (its Change Data Feed says what changed; a d
 row's last image) or, with ``row_kind_field``, a *changelog*: an append-only table whose every row is
 one event, ``+I``/``+U`` adding values and ``-U``/``-D`` retracting *the values the row carries*
 (Paimon's ``rowkind.field``), applied in ``order_field`` order within one commit.
+
+``partition_by`` partitions the wide table by primary-key or full-join columns, chosen when the table is
+created, as for a snapshot (:mod:`spark_jobs.partitions`): each full-join merge then rewrites only the
+partitions of the rows it changes. Left-join columns cannot partition it: they change whenever their
+right rows do, and would move wide rows between partitions on a dimension's update.
+
+A source's column names are its snapshot's *current* names: when a snapshot renames a column the
+wide table maps (``renames=`` on the snapshot), the spec must name the new column; a merge whose spec
+still names the old one fails before writing, naming both (:mod:`spark_jobs.widen.job`).
 """
 
 from __future__ import annotations
@@ -86,6 +96,7 @@ class WideTable:
     listagg_delimiter: str = ","
     ignore_delete: bool = False
     ignore_retract: list[str] = field(default_factory=list)
+    partition_by: list[str] = field(default_factory=list)
 
     @property
     def rel(self) -> str:
@@ -156,7 +167,8 @@ class WideTable:
         return {"name": self.name, "primary_key": self.primary_key, "sources": [source(s) for s in self.sources],
                 "sequence_field": self.sequence_field, "sequence_groups": self.sequence_groups,
                 "aggregations": self.aggregations, "listagg_delimiter": self.listagg_delimiter,
-                "ignore_delete": self.ignore_delete, "ignore_retract": self.ignore_retract}
+                "ignore_delete": self.ignore_delete, "ignore_retract": self.ignore_retract,
+                "partition_by": self.partition_by}
 
 
 def _providers(s: Source, left_joins: list[Source]) -> list[Source]:
@@ -173,7 +185,7 @@ def parse(spec: dict[str, Any]) -> WideTable:
         raise ConfigError(f"Wide table name {name!r} must be a non-empty name without '/'")
     where = f"Wide table {name}"
     known = {"name", "primary_key", "sources", "sequence_field", "sequence_groups", "aggregations",
-             "listagg_delimiter", "ignore_delete", "ignore_retract"}
+             "listagg_delimiter", "ignore_delete", "ignore_retract", "partition_by"}
     unknown_options = sorted(set(spec) - known)
     if unknown_options:
         raise ConfigError(f"{where}: unknown option(s) {unknown_options}; options are {sorted(known)}")
@@ -197,6 +209,7 @@ def parse(spec: dict[str, Any]) -> WideTable:
         listagg_delimiter=spec.get("listagg_delimiter", ","),
         ignore_delete=bool(spec.get("ignore_delete", False)),
         ignore_retract=_names(spec.get("ignore_retract"), "ignore_retract", where),
+        partition_by=_names(spec.get("partition_by"), "partition_by", where),
     )
     _validate(table)
     return table
@@ -344,6 +357,12 @@ def _validate(t: WideTable) -> None:
     if unknown:
         raise ConfigError(f"{where}: ignore_retract names field(s) {unknown} that no full-join source "
                           f"provides; columns: {sorted(full_columns)}")
+
+    partition_by = [c for c in t.partition_by if c not in t.primary_key]
+    if len(set(t.partition_by)) != len(t.partition_by) or not set(partition_by) <= full_columns:
+        raise ConfigError(f"{where}: partition_by {t.partition_by} must name distinct primary key or full-join "
+                          f"columns (left-join columns change with their right rows); full-join columns are "
+                          f"{sorted(full_columns)}")
 
     for column, func in t.aggregations.items():
         if func not in AGGREGATES:

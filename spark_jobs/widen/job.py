@@ -7,6 +7,13 @@ Spec::
      "versions": {"order_info": 7, ...},              # exact versions from the upstream snapshot tasks
      "run_id": ..., "logical_date": ...}
 
+A partitioned wide table (``partition_by`` in the wide-table spec) is created partitioned, and each
+full-join MERGE matches its changed keys only in the partitions their stored rows are in
+(:mod:`spark_jobs.partitions`), so a change confined to one partition rewrites only its files. A left
+join's MERGE matches by key alone: its rows' partitions are not in the reverse index, and finding them
+would cost the scan of the wide table's keys that pruning saves (Delta still rewrites only the files
+holding the rows it updates).
+
 The spec is validated before any Spark work. A step merges its full-join sources first (one
 partial-update MERGE for all of them, so several sources updating one key in one run fold in order),
 then each left join (reverse index). Each source is read by exact version over (merged, target]; the
@@ -26,6 +33,8 @@ from spark_jobs import consumers, crashpoints
 from spark_jobs.contract import Warehouse, WidenResult, WidenSpec, table_ref
 from spark_jobs.errors import ConcurrentWriteError, ConfigError, DataQualityError, SchemaDriftError
 from spark_jobs.keys import require_columns
+from spark_jobs.partitions import check_layout, check_new_layout, touched_predicate
+from spark_jobs.renames import renamed_columns
 from spark_jobs.lake import (
     TABLE_PROPERTIES,
     assignments,
@@ -76,6 +85,8 @@ def run_widen(spark, spec: WidenSpec) -> WidenResult:
     entries = table_history(spark, uri)
     exists = entries is not None
     base = int(entries[0]["version"]) if entries else -1
+    if exists and t.partition_by:
+        check_layout(spark, uri, t.partition_by, f"Wide table {t.name}")
     merged = _merged_versions(spark, wh, t, entries or [], tracked)
     inputs = {s.name: _input(spark, wh, t, s, versions.get(s.name), merged) for s in step}
     full = [s for s in step if not s.is_left]
@@ -88,8 +99,8 @@ def run_widen(spark, spec: WidenSpec) -> WidenResult:
     partial_update.check_types(t, columns, types)
     events = _full_events(spark, t, full, inputs, columns, types)  # refuses deletes before any write
 
-    wanted = [*t.primary_key, *columns, *[c for s in left for c in s.columns]]
-    _ensure_wide(spark, uri, wanted, types, base_md, exists)
+    wanted = list(dict.fromkeys([*t.primary_key, *t.partition_by, *columns, *[c for s in left for c in s.columns]]))
+    _ensure_wide(spark, t, uri, wanted, types, base_md, exists)
     commits: dict[str, dict | None] = {}  # step part -> metadata of the commit it made
     if full:
         done = [(inputs[s.name].rel, inputs[s.name].consumer, inputs[s.name].to_version) for s in full]
@@ -187,15 +198,31 @@ def _types(spark, wh: Warehouse, t: WideTable, step: list[Source], inputs: dict[
         schema = spark.read.format("delta").option("versionAsOf", inp.to_version).load(inp.uri).schema
         mapping = {**s.key, **s.columns}  # a left join's key types follow the wide fk columns
         event = [c for c in (s.row_kind_field, s.order_field) if c]
-        require_columns(schema.fieldNames(), list(dict.fromkeys([*mapping.values(), *s.on.values(), *event])),
-                        f"Wide table {t.name}, source {s.name} ({s.table}): column(s)")
+        _require_source_columns(spark, t, s, inp.uri, schema, [*mapping.values(), *s.on.values(), *event],
+                                inp.to_version)
         _check_changelog_types(t, s, schema)
         for wide_col, src_col in mapping.items():
             _agree(t, types, owner, wide_col, schema[src_col].dataType, f"source {s.name}")
-    for c in t.merged_columns([s for s in step if not s.is_left]) + [c for s in step for c in s.on]:
+    for c in t.merged_columns([s for s in step if not s.is_left]) + [c for s in step for c in s.on] + t.partition_by:
         if c not in types:
             _type_from_other_sources(spark, wh, t, c, types, owner)
     return types
+
+
+def _require_source_columns(spark, t: WideTable, s: Source, uri: str, schema, needed: list[str], version: int) -> None:
+    """The source table (``schema`` at ``version``) has the columns the spec names. A name its snapshot
+    renamed (``renames=``) fails naming the new one: the spec names a source's current columns, and
+    following the rename silently would leave a stale spec working only while the rename commit is in
+    the Delta log."""
+    needed = list(dict.fromkeys(needed))
+    missing = [c for c in needed if c not in schema.fieldNames()]
+    renamed = renamed_columns(history(spark, uri), missing, version) if missing else {}
+    if renamed:
+        told = ", ".join(f"{old!r} -> {new!r} (version {at})" for old, (new, at) in renamed.items())
+        raise ConfigError(f"Wide table {t.name}, source {s.name}: {s.table} renamed column(s) {told}, and the "
+                          f"wide-table spec still names {sorted(renamed)}. Name the new column(s) in the source's "
+                          "columns/key/on (the wide table's own column names stay). Nothing was written.")
+    require_columns(schema.fieldNames(), needed, f"Wide table {t.name}, source {s.name} ({s.table}): column(s)")
 
 
 def _agree(t, types, owner, col, dtype, who) -> None:
@@ -220,8 +247,11 @@ def _check_changelog_types(t: WideTable, s: Source, schema) -> None:
 
 def _type_from_other_sources(spark, wh: Warehouse, t: WideTable, col: str, types, owner) -> None:
     for s in t.sources:
-        if col in s.columns and is_delta_table(spark, wh.uri(s.table)):
-            dtype = spark.read.format("delta").load(wh.uri(s.table)).schema[s.columns[col]].dataType
+        uri = wh.uri(s.table)
+        if col in s.columns and is_delta_table(spark, uri):
+            schema = spark.read.format("delta").load(uri).schema
+            _require_source_columns(spark, t, s, uri, schema, [s.columns[col]], latest_version(spark, uri))
+            dtype = schema[s.columns[col]].dataType
             _agree(t, types, owner, col, dtype, f"source {s.name}")
             return
     raise ConfigError(f"Wide table {t.name}: the type of column {col!r} is unknown: no snapshot of a source "
@@ -308,15 +338,22 @@ def _refuse_deletes(t: WideTable, s: Source, inp: Input, rows, retraction) -> No
         )
 
 
-def _ensure_wide(spark, uri: str, wanted: list[str], types, md, exists: bool) -> None:
-    """Create the wide table (CDF + deletion vectors) unless it ``exists``, or add the columns this
-    step brings."""
+def _ensure_wide(spark, t: WideTable, uri: str, wanted: list[str], types, md, exists: bool) -> None:
+    """Create the wide table (CDF + deletion vectors, partitioned by ``partition_by``) unless it
+    ``exists``, or add the columns this step brings."""
+    from pyspark.sql.types import StructField, StructType
+
     with commit_metadata(spark, md):
         if not exists:
             columns = ", ".join(f"`{c}` {types[c].simpleString()}" for c in wanted)
             properties = ", ".join(f"'{prop}' = '{value}'" for prop, value in TABLE_PROPERTIES.items())
+            partitioned = ""
+            if t.partition_by:
+                check_new_layout(StructType([StructField(c, types[c]) for c in wanted]), t.partition_by,
+                                 f"Wide table {t.name}")
+                partitioned = "PARTITIONED BY (" + ", ".join(f"`{c}`" for c in t.partition_by) + ") "
             retry_on_conflict(lambda: spark.sql(f"CREATE TABLE IF NOT EXISTS {delta_path(uri)} ({columns}) "
-                                                f"USING delta TBLPROPERTIES ({properties})"))()
+                                                f"USING delta {partitioned}TBLPROPERTIES ({properties})"))()
         existing = set(spark.read.format("delta").load(uri).columns)
         missing = [c for c in wanted if c not in existing]
         if missing:
@@ -328,8 +365,11 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base:
                 inserts_only: bool) -> dict | None:
     """Fold the events into the wide table as one commit made :func:`~spark_jobs.lake.on_top_of`
     ``base``, the version whose merged source versions the events start from: two runs that read the
-    same merged versions would otherwise both add the same events (a ``sum`` counted twice).
+    same merged versions would otherwise both add the same events (a ``sum`` counted twice). On a
+    partitioned table the MERGE matches only in the partitions of the changed keys' stored rows.
     ``inserts_only``: every event is an insert (whole snapshot versions read for the first time)."""
+    from pyspark.sql import functions as F
+
     if events is None:
         return None
     on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in t.primary_key)
@@ -346,13 +386,19 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base:
             rows.drop(partial_update.REMOVE, partial_update.RESET).write.format("delta").mode("append").save(uri)
             return
         stored = spark.read.format("delta").load(uri)
+        # computed once (checkpointed): the fold feeds the partition predicate and the MERGE
         rows = _folded_source(partial_update.merged_rows(t, events, stored, columns, types))
         update = {f"`{c}`": f"s.`{c}`" for c in columns}
         # a row a removal emptied and later events filled again keeps nothing of other groups' sources
         others = [c for c in t.merged_columns(t.full_sources) if c not in columns and c in stored.columns]
+        where = on
+        if t.partition_by:
+            stored_in = rows.where(F.col(partial_update.PRIOR).isNotNull()).select(f"{partial_update.PRIOR}.*")
+            predicate = touched_predicate(stored_in, t.partition_by)
+            where = on if predicate is None else f"{on} AND {predicate}"
         reset = ([f"WHEN MATCHED AND s.{partial_update.RESET} THEN UPDATE SET "
                   + assignments({**update, **{f"`{c}`": "NULL" for c in others}})] if others else [])
-        merge_into(spark, uri, rows, on,
+        merge_into(spark, uri, rows, where,
                    f"WHEN MATCHED AND s.{partial_update.REMOVE} THEN DELETE",
                    *reset,
                    "WHEN MATCHED THEN UPDATE SET " + assignments(update),

@@ -37,6 +37,7 @@ DELETE = "_delete"  # a retraction
 REMOVE = "_remove"  # a whole-row delete
 EXISTS = "_exists"
 RESET = "_reset"  # the row was emptied by a removal during the fold
+PRIOR = "_prior_partition"  # a partitioned wide table: the partition of the key's stored row (null: none)
 
 
 def _agg(func: str, st, v, delimiter: str, newer):
@@ -151,7 +152,8 @@ def merged_rows(t: WideTable, events, stored, columns: list[str], types: dict):
     table, or ``None`` when it has no rows yet).
 
     Returns key + columns + ``_remove`` (the row is to be deleted) + ``_reset`` (a removal emptied the
-    row before later events filled it again) for the keys whose row changes.
+    row before later events filled it again) for the keys whose row changes; for a partitioned table
+    also ``PRIOR``, the partition values of the stored row, where the MERGE will match it.
     """
     from pyspark.sql import functions as F
 
@@ -160,13 +162,17 @@ def merged_rows(t: WideTable, events, stored, columns: list[str], types: dict):
     # sort_array, not array_sort: the same order for these never-null structs, but compiled code
     # instead of array_sort's interpreted comparator lambda
     per_key = events.groupBy(*key).agg(F.sort_array(F.collect_list(event)).alias("_events"))
+    # a first run (nothing stored) has no stored partitions to match in
+    partitioned = t.partition_by and stored is not None
+    prior = [F.struct(*[F.col(c) for c in t.partition_by]).alias(PRIOR)] if partitioned else []
     empty = F.struct(F.lit(False).alias(EXISTS), F.lit(False).alias(RESET),
                      *[F.lit(None).cast(types[c]).alias(c) for c in columns])
     if stored is None:
         joined, before = per_key, empty
     else:
         current = stored.select(*key, F.struct(F.lit(True).alias(EXISTS), F.lit(False).alias(RESET),
-                                               *[F.col(c).cast(types[c]).alias(c) for c in columns]).alias("_st"))
+                                               *[F.col(c).cast(types[c]).alias(c) for c in columns]).alias("_st"),
+                                *prior)
         joined = per_key.join(current, key, "left")
         before = F.coalesce(F.col("_st"), empty)
     after = F.aggregate(F.col("_events"), before, fold_step(t, columns, types))
@@ -179,8 +185,10 @@ def merged_rows(t: WideTable, events, stored, columns: list[str], types: dict):
     # plain column, the optimizer pushes the filter below it and copies the fold into every reference
     # of the filter (one per column), which made the fold ~10x the work.
     return (
-        joined.select(*key, F.inline(F.array(F.struct(before.alias("_before"), after.alias("_after")))))
+        joined.select(*key, *[F.col(PRIOR)] if prior else [],
+                      F.inline(F.array(F.struct(before.alias("_before"), after.alias("_after")))))
         .where(changed)
         .select(*key, *[F.col(f"_after.`{c}`").alias(c) for c in columns],
-                (existed & ~exists).alias(REMOVE), (existed & exists & reset).alias(RESET))
+                (existed & ~exists).alias(REMOVE), (existed & exists & reset).alias(RESET),
+                *[F.col(PRIOR)] if prior else [])
     )
