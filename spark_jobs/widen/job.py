@@ -54,6 +54,7 @@ from spark_jobs.widen.changes import ROW_TYPES, read_changes, require_table
 from spark_jobs.widen.config import ADDS, RETRACTIONS, Source, WideTable
 
 EXAMPLES = 5
+BROADCAST_CELLS = 1_000_000  # folded rows x columns a change run's MERGE broadcasts (~20 MB on the driver)
 
 
 @dataclass
@@ -103,7 +104,9 @@ def run_widen(spark, spec: WidenSpec) -> WidenResult:
     commits: dict[str, dict | None] = {}  # step part -> metadata of the commit it made
     if full:
         done = [(inputs[s.name].rel, inputs[s.name].consumer, inputs[s.name].to_version) for s in full]
-        commits["full"] = _merge_full(spark, t, uri, events, columns, types, {**base_md, "merged": done}, base)
+        inserts_only = all(inputs[s.name].from_version is None and not s.is_changelog for s in full)
+        commits["full"] = _merge_full(spark, t, uri, events, columns, types, {**base_md, "merged": done}, base,
+                                      inserts_only)
     wide_inputs = []
     for s in left:
         wide_in = Input(t.rel, uri, t.consumer(s.name), merged.get((t.rel, t.consumer(s.name))),
@@ -358,11 +361,13 @@ def _ensure_wide(spark, t: WideTable, uri: str, wanted: list[str], types, md, ex
             retry_on_conflict(lambda: spark.sql(f"ALTER TABLE delta.`{uri}` ADD COLUMNS ({added})"))()
 
 
-def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base: int) -> dict | None:
+def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base: int,
+                inserts_only: bool) -> dict | None:
     """Fold the events into the wide table as one commit made :func:`~spark_jobs.lake.on_top_of`
     ``base``, the version whose merged source versions the events start from: two runs that read the
     same merged versions would otherwise both add the same events (a ``sum`` counted twice). On a
-    partitioned table the MERGE matches only in the partitions of the changed keys' stored rows."""
+    partitioned table the MERGE matches only in the partitions of the changed keys' stored rows.
+    ``inserts_only``: every event is an insert (whole snapshot versions read for the first time)."""
     from pyspark.sql import functions as F
 
     if events is None:
@@ -371,17 +376,18 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base:
 
     @retry_on_conflict
     def _merge():  # rebuilt on a conflict: the fold must start from the rows stored now
-        stored = spark.read.format("delta").load(uri)
-        rows = partial_update.merged_rows(t, events, stored, columns, types)
-        if t.partition_by:  # computed once: the fold feeds both the partition predicate and the MERGE
-            rows = rows.localCheckpoint(eager=True)
         if spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("numFiles").first()[0] == 0:
             # Nothing stored yet (the first run): every folded row is an insert, and a plain append
             # skips the MERGE's materialized source and its join against the target. The merges of a
             # wide table run one at a time (planning.py); a concurrent run's append is refused (on_top_of).
-            rows = rows.drop(partial_update.REMOVE, partial_update.RESET, partial_update.PRIOR)
-            rows.write.format("delta").mode("append").save(uri)
+            rows = (partial_update.newest_values(t, events, columns)
+                    if inserts_only and partial_update.plain_fold(t, columns)
+                    else partial_update.merged_rows(t, events, None, columns, types))
+            rows.drop(partial_update.REMOVE, partial_update.RESET).write.format("delta").mode("append").save(uri)
             return
+        stored = spark.read.format("delta").load(uri)
+        # computed once (checkpointed): the fold feeds the partition predicate and the MERGE
+        rows = _folded_source(partial_update.merged_rows(t, events, stored, columns, types))
         update = {f"`{c}`": f"s.`{c}`" for c in columns}
         # a row a removal emptied and later events filled again keeps nothing of other groups' sources
         others = [c for c in t.merged_columns(t.full_sources) if c not in columns and c in stored.columns]
@@ -398,12 +404,23 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base:
                    "WHEN MATCHED THEN UPDATE SET " + assignments(update),
                    "WHEN NOT MATCHED THEN INSERT "
                    + insert_values({f"`{c}`": f"s.`{c}`" for c in (*t.primary_key, *columns)}),
-                   checkpointed=bool(t.partition_by))
+                   checkpointed=True)
 
     with commit_metadata(spark, md), on_top_of(spark, base), guards.reported(DataQualityError):
         _merge()
     _require_own_merge(spark, t, uri, base, md)
     return md
+
+
+def _folded_source(rows):
+    """The folded rows as the MERGE's source: computed once (a local checkpoint, so Delta does not copy
+    them again) and, when few (at most :data:`BROADCAST_CELLS` values: a change run), broadcast, so the
+    MERGE's joins stream the wide table instead of shuffling all of it to meet a few rows. Counting the
+    checkpoint reads rows already computed; the estimate Spark has of them is a guess."""
+    from pyspark.sql import functions as F
+
+    rows = rows.localCheckpoint(eager=True)
+    return F.broadcast(rows) if rows.count() * len(rows.columns) <= BROADCAST_CELLS else rows
 
 
 def _require_own_merge(spark, t: WideTable, uri: str, base: int, md: dict) -> None:

@@ -124,8 +124,32 @@ def check_types(t: WideTable, columns: list[str], types: dict) -> None:
                               f"it is {types[col].simpleString()}")
 
 
+def plain_fold(t: WideTable, columns: list[str]) -> bool:
+    """Whether folding insert-only events onto no stored row is "the newest non-null value wins" for
+    every column (``S`` its maximum): no aggregation and no sequence group among ``columns``."""
+    return not any(c in t.aggregations or c in t.sequence_groups or t.group_of(c) for c in columns)
+
+
+def newest_values(t: WideTable, events, columns: list[str]):
+    """The fold of insert-only ``events`` onto an empty wide table when :func:`plain_fold` holds, as
+    compiled aggregates in one shuffle (no collected lists, no interpreted ``aggregate()``).
+
+    Events sorted by ``_ord`` are each at least as new as the row folded so far (nulls sort first, and
+    a null ``S`` is only "newer" while the row's ``S`` is null too), so every field ends as the value
+    of its greatest ``_ord`` among the non-null ones, and ``S`` as its maximum. Every key becomes a
+    new row: ``_remove`` and ``_reset`` are false."""
+    from pyspark.sql import functions as F
+
+    seq = t.sequence_field if t.sequence_field in columns else None
+    picks = [F.max(c).alias(c) if c == seq else
+             F.max_by(F.col(c), F.when(F.col(c).isNotNull(), F.col(ORDER))).alias(c) for c in columns]
+    return (events.groupBy(*t.primary_key).agg(*picks)
+            .select(*t.primary_key, *columns, F.lit(False).alias(REMOVE), F.lit(False).alias(RESET)))
+
+
 def merged_rows(t: WideTable, events, stored, columns: list[str], types: dict):
-    """Fold ``events`` (key, ``_ord``, ``_delete``, ``_remove``, columns) onto ``stored`` (the wide table).
+    """Fold ``events`` (key, ``_ord``, ``_delete``, ``_remove``, columns) onto ``stored`` (the wide
+    table, or ``None`` when it has no rows yet).
 
     Returns key + columns + ``_remove`` (the row is to be deleted) + ``_reset`` (a removal emptied the
     row before later events filled it again) for the keys whose row changes; for a partitioned table
@@ -138,14 +162,19 @@ def merged_rows(t: WideTable, events, stored, columns: list[str], types: dict):
     # sort_array, not array_sort: the same order for these never-null structs, but compiled code
     # instead of array_sort's interpreted comparator lambda
     per_key = events.groupBy(*key).agg(F.sort_array(F.collect_list(event)).alias("_events"))
-    prior = [F.struct(*[F.col(c) for c in t.partition_by]).alias(PRIOR)] if t.partition_by else []
-    current = stored.select(*key, F.struct(F.lit(True).alias(EXISTS), F.lit(False).alias(RESET),
-                                           *[F.col(c).cast(types[c]).alias(c) for c in columns]).alias("_st"),
-                            *prior)
+    # a first run (nothing stored) has no stored partitions to match in
+    partitioned = t.partition_by and stored is not None
+    prior = [F.struct(*[F.col(c) for c in t.partition_by]).alias(PRIOR)] if partitioned else []
     empty = F.struct(F.lit(False).alias(EXISTS), F.lit(False).alias(RESET),
                      *[F.lit(None).cast(types[c]).alias(c) for c in columns])
-    joined = per_key.join(current, key, "left")
-    before = F.coalesce(F.col("_st"), empty)
+    if stored is None:
+        joined, before = per_key, empty
+    else:
+        current = stored.select(*key, F.struct(F.lit(True).alias(EXISTS), F.lit(False).alias(RESET),
+                                               *[F.col(c).cast(types[c]).alias(c) for c in columns]).alias("_st"),
+                                *prior)
+        joined = per_key.join(current, key, "left")
+        before = F.coalesce(F.col("_st"), empty)
     after = F.aggregate(F.col("_events"), before, fold_step(t, columns, types))
     same = F.lit(True)
     for c in columns:
