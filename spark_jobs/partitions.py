@@ -66,6 +66,13 @@ def touched_predicate(frame, partition_by: list[str], alias: str = "t") -> str |
     return "(" + " OR ".join(f"({term})" for term in terms) + ")"
 
 
+def pruned(on: str, frame, partition_by: list[str], alias: str = "t") -> str:
+    """A MERGE's ON clause ``on`` restricted to the partitions :func:`touched_predicate` finds for
+    ``frame``'s rows (``on`` as it is when they are too many to be worth it)."""
+    predicate = touched_predicate(frame, partition_by, alias)
+    return on if predicate is None else f"{on} AND {predicate}"
+
+
 def _literal(value: Any) -> str:
     """A partition value (of one of :data:`PARTITION_TYPES`) as a Spark SQL literal."""
     if isinstance(value, bool):

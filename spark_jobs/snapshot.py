@@ -54,7 +54,7 @@ from spark_jobs.lake import (
     on_top_of,
     table_history,
 )
-from spark_jobs.partitions import check_layout, check_new_layout, touched_predicate
+from spark_jobs.partitions import check_layout, check_new_layout, pruned
 from spark_jobs.renames import apply_renames, pending_renames
 from spark_jobs.sources import describe, read_source
 from spark_jobs.timetravel import pin_delta_source, recorded_for, recorded_in
@@ -210,7 +210,7 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
     if partition_by:
         current = rows.where(F.col(PRIOR).isNotNull()).select(f"{PRIOR}.*")
-        on = _pruned(on, touched_predicate(current, partition_by))
+        on = pruned(on, current, partition_by)
     sets = {f"`{c}`": f"s.`{c}`" for c in values}
     clauses = [f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE"]
     if values:
@@ -321,11 +321,6 @@ def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any], base: int) -
     return _own_commit(spark, uri, metadata, base)
 
 
-def _pruned(on: str, predicate: str | None) -> str:
-    """A MERGE's ON clause restricted to the partitions ``predicate`` names (None: all of them)."""
-    return on if predicate is None else f"{on} AND {predicate}"
-
-
 def _unchanged(values: list[str]) -> str:
     """SQL: the source row ``s`` carries the same values as the table row ``t``."""
     return " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in values)
@@ -389,7 +384,7 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
         changes = net.where("_change_type <> 'update_preimage'")
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
         if partition_by:
-            on = _pruned(on, touched_predicate(net.where(F.col("_change_type").isin(*BEFORE_TYPES)), partition_by))
+            on = pruned(on, net.where(F.col("_change_type").isin(*BEFORE_TYPES)), partition_by)
         clauses = ["WHEN MATCHED AND s._change_type = 'delete' THEN DELETE"]
         if values:
             clauses.append(f"WHEN MATCHED AND s._change_type <> 'delete' AND NOT ({_unchanged(values)}) "

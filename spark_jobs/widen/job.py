@@ -33,7 +33,7 @@ from spark_jobs import consumers, crashpoints
 from spark_jobs.contract import Warehouse, WidenResult, WidenSpec, table_ref
 from spark_jobs.errors import ConcurrentWriteError, ConfigError, DataQualityError, SchemaDriftError
 from spark_jobs.keys import require_columns
-from spark_jobs.partitions import check_layout, check_new_layout, touched_predicate
+from spark_jobs.partitions import check_layout, check_new_layout, pruned
 from spark_jobs.renames import renamed_columns
 from spark_jobs.lake import (
     TABLE_PROPERTIES,
@@ -394,8 +394,7 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base:
         where = on
         if t.partition_by:
             stored_in = rows.where(F.col(partial_update.PRIOR).isNotNull()).select(f"{partial_update.PRIOR}.*")
-            predicate = touched_predicate(stored_in, t.partition_by)
-            where = on if predicate is None else f"{on} AND {predicate}"
+            where = pruned(on, stored_in, t.partition_by)
         reset = ([f"WHEN MATCHED AND s.{partial_update.RESET} THEN UPDATE SET "
                   + assignments({**update, **{f"`{c}`": "NULL" for c in others}})] if others else [])
         merge_into(spark, uri, rows, where,
