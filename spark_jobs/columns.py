@@ -6,19 +6,23 @@ A name that cannot make the whole trip is refused when the snapshot is taken, wi
 instead of failing a later job with Spark's raw analysis error.
 
 The jobs add columns of their own to a change set and to the frames a sink reads: Delta's Change
-Data Feed columns and the sync's operation columns (:data:`META_COLUMNS`). Those are the only names a
-job treats as not the user's; any other name, one starting with ``_`` included, is data.
+Data Feed columns and the sync's operation columns (:data:`META_COLUMNS`), and to a snapshot table
+its stored row hash (:data:`~spark_jobs.row_hash.ROW_HASH`). Those are the only names a job treats as
+not the user's (:data:`RESERVED`); any other name, one starting with ``_`` included, is data.
 """
 
 from __future__ import annotations
 
 from spark_jobs.errors import ConfigError
+from spark_jobs.row_hash import ROW_HASH
 
 #: Delta's Change Data Feed columns, which every change set carries.
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 #: The sync's columns: destination operation, source change, and the key as the reject ledger names it.
 SYNC_COLUMNS = ("_op", "_change", "_key")
 META_COLUMNS = frozenset(CDF_COLUMNS + SYNC_COLUMNS)
+#: Every name the jobs keep for themselves, which a source may not carry.
+RESERVED = META_COLUMNS | {ROW_HASH}
 #: Characters Delta refuses in a column name (without column mapping), and the dot of a struct field.
 FORBIDDEN_CHARACTERS = " ,;{}()\n\t=."
 
@@ -36,8 +40,8 @@ def check_column_names(columns: list[str], where: str) -> None:
             f"{where}: column name(s) {odd} cannot be recorded: Delta tables and the diff refuse the characters "
             f"{FORBIDDEN_CHARACTERS!r} in a name. Rename them in the source (a JDBC query with AS, a view) and "
             "give the destination its names with the sink's field_mapping. Nothing was written.")
-    reserved = [c for c in columns if c in META_COLUMNS]
+    reserved = [c for c in columns if c in RESERVED]
     if reserved:
         raise ConfigError(
-            f"{where}: column name(s) {reserved} are reserved for change sets ({sorted(META_COLUMNS)}); rename "
-            "them in the source. Nothing was written.")
+            f"{where}: column name(s) {reserved} are reserved for the jobs' own columns ({sorted(RESERVED)}); "
+            "rename them in the source. Nothing was written.")

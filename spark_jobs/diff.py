@@ -19,6 +19,7 @@ from spark_jobs.errors import AlreadyDeliveredError, ConfigError
 from spark_jobs.keys import require_columns
 from spark_jobs.lake import commit_info, latest_version, table_history
 from spark_jobs.renames import feed_ranges, to_head_names
+from spark_jobs.row_hash import read_table
 
 BEFORE_TYPES = ("update_preimage", "delete")  # a change whose row existed before the change
 AFTER_TYPES = ("insert", "update_postimage")  # a change whose row exists after it
@@ -96,13 +97,12 @@ def read_changes(spark, uri: str, start: int, end: int, entries: list[dict[str, 
     from pyspark.sql import functions as F
 
     def feed(lo: int, hi: int):
-        frame = (spark.read.format("delta").option("readChangeFeed", "true")
-                 .option("startingVersion", lo).option("endingVersion", hi).load(uri))
+        frame = read_table(spark, uri, readChangeFeed="true", startingVersion=lo, endingVersion=hi)
         return to_head_names(frame, entries, hi, end)
 
     pieces = [feed(lo, hi) for lo, hi in feed_ranges(entries, start, end)]
     if not pieces:  # only rename commits in the range: no row changed
-        empty = spark.read.format("delta").option("versionAsOf", end).load(uri).limit(0)
+        empty = read_table(spark, uri, end).limit(0)
         return empty.select("*", F.lit(None).cast("string").alias("_change_type"),
                             F.lit(None).cast("long").alias("_commit_version"),
                             F.lit(None).cast("timestamp").alias("_commit_timestamp"))
@@ -157,7 +157,7 @@ def run_diff(spark, spec: DiffSpec) -> DiffResult:
     if not key:
         raise ConfigError(f"Table {table_rel} records no primary key; pass primary_key to the diff")
 
-    snapshot = spark.read.format("delta").option("versionAsOf", to_version).load(uri)
+    snapshot = read_table(spark, uri, to_version)
     all_columns = [c for c in snapshot.columns if c not in key]
     require_columns(snapshot.columns, key, f"Diff of {table_rel}: primary key column(s)")
     columns = list(spec.columns or all_columns)

@@ -23,6 +23,7 @@ from spark_jobs.keys import require_columns
 from spark_jobs.lake import commit_metadata, history, table_history
 from spark_jobs.renames import to_head_names
 from spark_jobs.timetravel import recorded_in
+from spark_jobs.row_hash import read_table
 
 SCD_COLUMNS = ("valid_from", "valid_to", "is_current", "_version")
 
@@ -39,7 +40,7 @@ def scd2_frame(spark, uri: str, key: list[str], chain: list[tuple[int, str]],
 
     frames = []
     for index, (version, _) in enumerate(chain):
-        frame = spark.read.format("delta").option("versionAsOf", version).load(uri)
+        frame = read_table(spark, uri, version)
         frame = to_head_names(frame, entries or [], version)
         frames.append(frame.withColumn("_i", F.lit(index)))
     rows = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), frames)
@@ -84,7 +85,7 @@ def run_history(spark, spec: HistorySpec) -> HistoryResult:
     key = list(spec.primary_key or entries[0]["metadata"].get("primary_key") or [])
     if not key:
         raise ConfigError(f"SCD2 history: {rel} records no primary key; pass primary_key")
-    columns = spark.read.format("delta").load(uri).columns
+    columns = read_table(spark, uri).columns
     require_columns(columns, key, f"SCD2 history of {rel}: primary key column(s)")
     clash = [c for c in SCD_COLUMNS if c in columns]
     if clash:

@@ -21,6 +21,7 @@ from spark_jobs.errors import ConfigError
 from spark_jobs.keys import require_columns
 from spark_jobs.lake import commit_metadata, delta_path, history, is_delta_table, latest_version
 from spark_jobs.savepoints import savepointed_versions
+from spark_jobs.row_hash import read_table
 
 CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"  # VACUUM END commit carries the metrics
@@ -71,7 +72,7 @@ def run_maintenance(spark, spec: MaintenanceSpec) -> MaintenanceResult:
     vacuumed: dict[str, Any] | None = None
 
     if zorder or spec.optimize:
-        columns = spark.read.format("delta").load(uri).columns
+        columns = read_table(spark, uri).columns
         require_columns(columns, zorder, f"Maintenance of {rel}: zorder_by column(s)")
         zorder_clause = f" ZORDER BY ({', '.join(f'`{c}`' for c in zorder)})" if zorder else ""
         with commit_metadata(spark, {"job": spec.job, "run_id": spec.run_id}):

@@ -30,6 +30,7 @@ from spark_jobs.contract import SnapshotSpec, parse_logical_date
 from spark_jobs.lake import commit_metadata, history, latest_version, on_top_of
 from spark_jobs.renames import to_head_names
 from spark_jobs.timetravel import recorded_for, recorded_versions
+from spark_jobs.row_hash import read_table
 
 Merge = Callable[..., object]  # spark_jobs.snapshot._merge(spark, uri, df, key, added, metadata, base)
 
@@ -69,7 +70,7 @@ def _replay(spark, uri: str, key: list[str], date: str, old_version: int, run_id
     """Record ``date`` again with the content it had at ``old_version`` (one MERGE, one commit), under
     the head's column names: a column renamed since (:mod:`spark_jobs.renames`) keeps its values."""
     entries = history(spark, uri)
-    df = to_head_names(spark.read.format("delta").option("versionAsOf", old_version).load(uri), entries, old_version)
+    df = to_head_names(read_table(spark, uri, old_version), entries, old_version)
     old = next(e for e in entries if e["version"] == old_version)["metadata"]
     metadata = {"job": "snapshot", "logical_date": date, "run_id": run_id, "primary_key": key,
                 "source": {"replayed_from": old_version}, "replayed_from": old_version, "rows": old.get("rows")}

@@ -56,6 +56,7 @@ from spark_jobs.lake import (
 )
 from spark_jobs.partitions import check_layout, check_new_layout, pruned
 from spark_jobs.renames import apply_renames, pending_renames
+from spark_jobs.row_hash import ROW_HASH, carrying_row_hash, has_row_hash, positions, read_table, row_hash
 from spark_jobs.sources import describe, read_source
 from spark_jobs.timetravel import pin_delta_source, recorded_for, recorded_in
 
@@ -144,7 +145,7 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
     check_column_names(df.columns, f"Snapshot {name}")
     if exists:
         require_columns(df.columns, key, f"Snapshot {name}: primary key column(s)")
-        table_schema = spark.read.format("delta").load(uri).schema
+        table_schema = read_table(spark, uri).schema
         renames = pending_renames(spec.renames, table_schema.names, df.columns, f"Snapshot {name}")
         df, added = _align_schema(table_schema, df, name, spec.allow_schema_evolution, renames)
         # the key check and the change detection are one pass over the extract, before anything is written
@@ -164,15 +165,17 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
 
 def _write_first(spark, uri: str, df, key: list[str], name: str, metadata: dict[str, Any],
                  partition_by: list[str] | None) -> None:
-    """Write the table's first version: the key check and the write both read the extract, so it is
-    cached for the two passes."""
+    """Write the table's first version, each row with its hash (:mod:`spark_jobs.row_hash`): the key
+    check and the write both read the extract, so it is cached for the two passes."""
     from pyspark import StorageLevel
 
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         metadata["rows"] = check_primary_key(df, key, f"Snapshot {name}")
+        values = [c for c in df.columns if c not in key]
+        hashed = df.withColumn(ROW_HASH, row_hash(values, positions(df.columns)))
         with commit_metadata(spark, metadata):
-            writer = df.write.format("delta").mode("error")  # errorifexists, spelled the way Spark Connect accepts
+            writer = hashed.write.format("delta").mode("error")  # errorifexists, spelled the way Spark Connect accepts
             if partition_by:
                 check_new_layout(df.schema, partition_by, f"Snapshot {name}")
                 writer = writer.partitionBy(*partition_by)
@@ -211,7 +214,7 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     if partition_by:
         current = rows.where(F.col(PRIOR).isNotNull()).select(f"{PRIOR}.*")
         on = pruned(on, current, partition_by)
-    sets = {f"`{c}`": f"s.`{c}`" for c in values}
+    sets = {f"`{c}`": f"s.`{c}`" for c in [*values, *([ROW_HASH] if changes.hashed else [])]}
     clauses = [f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE"]
     if values:
         clauses.append("WHEN MATCHED THEN UPDATE SET " + assignments(sets))
@@ -235,10 +238,13 @@ NEW_KEY = "_aretl_new_key"  # the extract row's key is not in the table
 
 @dataclass(frozen=True)
 class Changes:
-    """The change rows a run MERGEs (a local checkpoint: computed once) and how many there are."""
+    """The change rows a run MERGEs (a local checkpoint: computed once), how many there are, and
+    whether the table stores row hashes (then the rows carry theirs in ``ROW_HASH`` for the MERGE to
+    store)."""
 
     rows: Any
     count: int
+    hashed: bool
 
 
 def _detect_changes(spark, uri: str, df, key: list[str], added: list[str], partition_by: list[str],
@@ -255,22 +261,28 @@ def _detect_changes(spark, uri: str, df, key: list[str], added: list[str], parti
     (merge_into's ``checkpointed``) and without re-reading the source."""
     from pyspark.sql import functions as F
 
-    changes = _changed_rows(spark, uri, df, key, added, partition_by, renames).localCheckpoint(eager=True)
+    table = spark.read.format("delta").load(uri)
+    hashed = has_row_hash(table.columns)
+    changes = _changed_rows(table, df, key, added, partition_by, renames).localCheckpoint(eager=True)
     sign = F.when(F.col(VANISHED), -1).when(F.col(NEW_KEY), 1).otherwise(0)
     per_key = changes.groupBy(*key).agg(F.coalesce(F.max(EXTRACT_ROWS), F.lit(0)).alias("count"),
                                         F.sum(sign).alias("delta"))
     totals = check_key_counts(per_key, key, where, delta=F.sum("delta"), changed=F.count(F.lit(1)))
-    rows = spark.read.format("delta").load(uri).count() + int(totals["delta"] or 0)
-    return Changes(changes.drop(NEW_KEY, EXTRACT_ROWS), int(totals["changed"] or 0)), rows
+    rows = table.count() + int(totals["delta"] or 0)
+    kept = changes.drop(NEW_KEY, EXTRACT_ROWS) if hashed else changes.drop(NEW_KEY, EXTRACT_ROWS, ROW_HASH)
+    return Changes(kept, int(totals["changed"] or 0), hashed), rows
 
 
-def _changed_rows(spark, uri: str, df, key: list[str], added: list[str], partition_by: list[str],
+def _changed_rows(table, df, key: list[str], added: list[str], partition_by: list[str],
                   renames: dict[str, str]):
-    """The extract's rows that differ from the table (new keys and changed rows), its rows whose key
+    """The extract's rows that differ from the ``table`` (new keys and changed rows), its rows whose key
     is not unique (``EXTRACT_ROWS`` > 1), plus one row per vanished key (``VANISHED`` true), from a
-    full outer join on the key of the extract with the table's keys and row hashes. Columns new to
-    the table hash as null on the table side, so a row changes if it has a value there. For a
-    partitioned table each row also carries ``PRIOR``, the partition its key's row is in now."""
+    full outer join on the key of the extract with the table's keys and row hashes. Each extract row
+    carries its hash in ``ROW_HASH`` (:mod:`spark_jobs.row_hash`). The table's side reads its stored
+    hashes, so it reads two columns whatever its width; a table written before hashes were stored
+    has its values hashed here. Columns new to the table are null in its rows, so a row changes if it
+    has a value there. For a partitioned table each row also carries ``PRIOR``, the partition its
+    key's row is in now."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -279,32 +291,21 @@ def _changed_rows(spark, uri: str, df, key: list[str], added: list[str], partiti
 
     keys = [col(c) for c in key]
     values = [c for c in df.columns if c not in key]
-    table = spark.read.format("delta").load(uri)
     if renames:
         table = table.withColumnsRenamed(renames)
+    at = positions(table.columns, added)
+    stored = col(ROW_HASH) if has_row_hash(table.columns) else row_hash([c for c in values if c not in added], at)
     prior = [F.struct(*[col(c) for c in partition_by]).alias(PRIOR)] if partition_by else []
-    table = table.select(*keys, _row_hash([F.lit(None) if c in added else col(c) for c in values])
-                         .alias("_table_hash"), *prior)
+    table = table.select(*keys, stored.alias("_table_hash"), F.lit(True).alias("_in_table"), *prior)
     # counted per key on the extract's hash partitioning by the key, which the join reuses
-    extract = df.select(*keys, *[col(c) for c in values], _row_hash([col(c) for c in values]).alias("_extract_hash"),
+    extract = df.select(*keys, *[col(c) for c in values], row_hash(values, at).alias(ROW_HASH),
                         F.count(F.lit(1)).over(Window.partitionBy(*keys)).alias(EXTRACT_ROWS))
     joined = extract.join(table, key, "full_outer")
-    return (joined.where(F.col(EXTRACT_ROWS).isNull() | F.col("_table_hash").isNull() | (F.col(EXTRACT_ROWS) > 1)
-                         | (F.col("_table_hash") != F.col("_extract_hash")))
-            .select(*keys, *[col(c) for c in values], F.col(EXTRACT_ROWS).isNull().alias(VANISHED),
-                    (F.col(EXTRACT_ROWS).isNotNull() & F.col("_table_hash").isNull()).alias(NEW_KEY),
+    return (joined.where(F.col(EXTRACT_ROWS).isNull() | F.col("_in_table").isNull() | (F.col(EXTRACT_ROWS) > 1)
+                         | (F.col("_table_hash") != F.col(ROW_HASH)))
+            .select(*keys, *[col(c) for c in values], F.col(ROW_HASH), F.col(EXTRACT_ROWS).isNull().alias(VANISHED),
+                    (F.col(EXTRACT_ROWS).isNotNull() & F.col("_in_table").isNull()).alias(NEW_KEY),
                     F.col(EXTRACT_ROWS), *[F.col(PRIOR)] if partition_by else []))
-
-
-def _row_hash(columns):
-    """A 64-bit hash of a row's values. Spark's hashes skip nulls, so each value is followed by its
-    null flag: (null, 1) and (1, null) hash differently. Two different rows share a hash with
-    probability 2^-64 — the row-hash comparison every diff tool makes."""
-    from pyspark.sql import functions as F
-
-    if not columns:
-        return F.lit(0).cast("long")
-    return F.xxhash64(*[part for col in columns for part in (col, col.isNull())])
 
 
 def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
@@ -344,8 +345,8 @@ def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str], newest: 
             or list(last.get("primary_key") or []) != key or last.get("rows") is None
             or not isinstance(since, int) or since > version):
         return None
-    table = spark.read.format("delta").load(uri).schema
-    read = spark.read.format("delta").option("versionAsOf", version).load(path).schema
+    table = read_table(spark, uri).schema
+    read = read_table(spark, path, version).schema  # a source may itself be a snapshot table
     if sorted((f.name, f.dataType.simpleString()) for f in table.fields) != sorted(
             (f.name, f.dataType.simpleString()) for f in read.fields):
         return None  # the full path applies the schema drift rules
@@ -370,8 +371,8 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
         with commit_metadata(spark, metadata):
             return _record_if_unchanged(spark, uri, metadata, base)
     try:
-        cdf = (spark.read.format("delta").option("readChangeFeed", "true")
-               .option("startingVersion", since + 1).option("endingVersion", version).load(source["path"]))
+        cdf = read_table(spark, source["path"], readChangeFeed="true", startingVersion=since + 1,
+                         endingVersion=version)
     except AnalysisException as exc:
         raise ConfigError(f"Snapshot {name}: cannot read the Change Data Feed of {source['path']!r} from "
                           f"version {since + 1} to {version} ({exc}). Pass \"cdf\": false in the source to "
@@ -382,15 +383,16 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
         values = [c for c in cdf.columns if c not in key and c not in CDF_COLUMNS]
         net = net_changes(cdf, key, values, values)
         changes = net.where("_change_type <> 'update_preimage'")
+        changes, written = carrying_row_hash(spark, uri, changes, values)
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
         if partition_by:
             on = pruned(on, net.where(F.col("_change_type").isin(*BEFORE_TYPES)), partition_by)
         clauses = ["WHEN MATCHED AND s._change_type = 'delete' THEN DELETE"]
         if values:
             clauses.append(f"WHEN MATCHED AND s._change_type <> 'delete' AND NOT ({_unchanged(values)}) "
-                           "THEN UPDATE SET " + assignments({f"`{c}`": f"s.`{c}`" for c in values}))
+                           "THEN UPDATE SET " + assignments({f"`{c}`": f"s.`{c}`" for c in written}))
         clauses.append("WHEN NOT MATCHED AND s._change_type <> 'delete' THEN INSERT "
-                       + insert_values({f"`{c}`": f"s.`{c}`" for c in key + values}))
+                       + insert_values({f"`{c}`": f"s.`{c}`" for c in key + written}))
         with commit_metadata(spark, metadata):
             merge_into(spark, uri, changes, on, *clauses)
             entry = _record_if_unchanged(spark, uri, metadata, base)

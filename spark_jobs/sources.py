@@ -24,6 +24,7 @@ from typing import Any
 
 from spark_jobs import upsert_kafka
 from spark_jobs.errors import ConfigError
+from spark_jobs.row_hash import without_row_hash
 
 FORMATS = ("jdbc", "delta", "parquet", "csv", "kafka")
 
@@ -80,7 +81,7 @@ def _read_delta(spark, path: str, source: dict[str, Any], options: dict[str, str
         reader = reader.option("versionAsOf", int(source["version"]))
     elif source.get("timestamp"):
         reader = reader.option("timestampAsOf", str(source["timestamp"]))
-    return reader.load(path)
+    return without_row_hash(reader.load(path))  # a source may itself be a snapshot table
 
 
 def _read_jdbc(spark, source: dict[str, Any], options: dict[str, str]):

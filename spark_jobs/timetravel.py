@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator
 from spark_jobs.contract import parse_logical_date
 from spark_jobs.errors import ConfigError
 from spark_jobs.lake import commit_info, history, is_delta_table, latest_version
+from spark_jobs.row_hash import read_table
 
 
 def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, datetime, dict[str, Any]]]:
@@ -85,7 +86,7 @@ def version_for(spark, uri: str, logical_date: str, as_of: bool = False) -> dict
 def read_as_of(spark, uri: str, logical_date: str):
     """The table as it was recorded for ``logical_date`` (the newest version at or before it)."""
     version = version_for(spark, uri, logical_date, as_of=True)["version"]
-    return spark.read.format("delta").option("versionAsOf", version).load(uri)
+    return read_table(spark, uri, version)
 
 
 def pin_delta_source(spark, source: dict[str, Any], logical_date: str | None) -> dict[str, Any]:

@@ -43,6 +43,7 @@ from spark_jobs.env_secrets import read_secrets
 from spark_jobs.errors import ConfigError, DataQualityError, RetryableError
 from spark_jobs.kafka_clients import brokers, client_config, spark_kafka_options
 from spark_jobs.lake import assignments, commit_metadata, insert_values, merge_into
+from spark_jobs.row_hash import carrying_row_hash, read_table
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ def read_on(spark, uri: str, read: TopicRead, key: list[str], newest: dict[str, 
             "was the topic deleted and created again? Run once with \"full_reread\": true in the source to record "
             "the topic as it is now. Nothing was written.")
     schema = row_schema(spark, read.source, key)
-    table = spark.read.format("delta").load(uri).schema
+    table = read_table(spark, uri).schema
     if sorted((f.name, f.dataType.simpleString()) for f in table.fields) != sorted(
             (f.name, f.dataType.simpleString()) for f in schema.fields):
         return None  # the full path applies the schema drift rules
@@ -321,14 +322,15 @@ def apply(spark, uri: str, read: TopicRead, key: list[str], previous_rows: int, 
         ).first()
         metadata["rows"] = previous_rows + int(moved["added"] or 0) - int(moved["removed"] or 0)
         values = [c for c in schema.names if c not in key]
+        changes, written = carrying_row_hash(spark, uri, changes, values)
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
         clauses = [f"WHEN MATCHED AND s.`{TOMBSTONE}` THEN DELETE"]
         if values:
             same = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in values)
             clauses.append(f"WHEN MATCHED AND NOT ({same}) THEN UPDATE SET "
-                           + assignments({f"`{c}`": f"s.`{c}`" for c in values}))
+                           + assignments({f"`{c}`": f"s.`{c}`" for c in written}))
         clauses.append(f"WHEN NOT MATCHED AND NOT s.`{TOMBSTONE}` THEN INSERT "
-                       + insert_values({f"`{c}`": f"s.`{c}`" for c in schema.names}))
+                       + insert_values({f"`{c}`": f"s.`{c}`" for c in key + written}))
         with commit_metadata(spark, metadata):
             merge_into(spark, uri, changes, on, *clauses)
             entry = record(spark, uri, metadata, base)

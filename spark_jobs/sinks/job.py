@@ -55,6 +55,7 @@ from spark_jobs.sinks import resolve_sink
 from spark_jobs.sinks.base import FrameSink, SinkConfig
 from spark_jobs.sinks.batch import with_json
 from spark_jobs.sinks.core import OUTCOME_DDL, DeliveryPolicy, Stats, deliver_partition
+from spark_jobs.row_hash import read_table
 
 #: The operation that re-sends a ledger row that still exists at the target version.
 RESEND_OPERATION = {"upsert": "upsert", "insert": "insert", "update": "update", "mirror": "upsert"}
@@ -154,7 +155,7 @@ def _with_resends(spark, wh: Warehouse, spec: SinkSpec, ops, key: list[str], mod
     if ledger is None:
         return ops, None, None
     columns = data_columns(ops.columns)
-    snapshot = spark.read.format("delta").option("versionAsOf", spec.to_version).load(wh.uri(spec.table))
+    snapshot = read_table(spark, wh.uri(spec.table), spec.to_version)
     resend = rejects.resend_frame(ledger, snapshot, key, columns, RESEND_OPERATION[mode], mode == "mirror")
     resend = resend.join(ops.select("_key"), "_key", "left_anti")
     return ops.select(*columns, "_op", "_change", "_key").unionByName(resend), ledger, resend
@@ -343,7 +344,7 @@ def _restore_committed_rows(spark, wh: Warehouse, spec: SinkSpec, ops, sink, con
         return ""  # the winner committed what this sync sent: nothing to restore
     key, mode = spec.primary_key, spec.mode
     columns = [c for c in ops.columns if not c.startswith("_")]
-    snapshot = spark.read.format("delta").option("versionAsOf", now.version).load(wh.uri(spec.table))
+    snapshot = read_table(spark, wh.uri(spec.table), now.version)
     sent = ops.select(F.col("_key").alias("key"), F.col("_change").alias("change")).distinct()
     resend = rejects.resend_frame(sent, snapshot, key, columns, RESEND_OPERATION[mode], mode == "mirror")
     frame, key_fields, _ = apply_mapping(resend, key, spec.field_mapping, spec.constants)

@@ -15,6 +15,7 @@ from spark_jobs.diff import read_changes as read_feed
 from spark_jobs.errors import ConfigError
 from spark_jobs.lake import commit_info, history, latest_version, table_history
 from spark_jobs.renames import restored_version
+from spark_jobs.row_hash import read_table
 
 ROW_TYPES = ("insert", "update_postimage", "delete")  # the preimage of an update is not a write
 
@@ -24,7 +25,7 @@ def read_changes(spark, uri: str, from_version: int | None, to_version: int):
     if from_version is not None and from_version >= to_version:
         return None
     if from_version is None:
-        table = spark.read.format("delta").option("versionAsOf", to_version).load(uri)
+        table = read_table(spark, uri, to_version)
         return as_inserts(table, to_version, commit_info(spark, uri, to_version)["timestamp"])
     return read_feed(spark, uri, from_version + 1, to_version, _history_since(spark, uri, from_version + 1))
 

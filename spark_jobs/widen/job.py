@@ -52,6 +52,7 @@ from spark_jobs.lake import (
 from spark_jobs.widen import guards, partial_update, reverse_index
 from spark_jobs.widen.changes import ROW_TYPES, read_changes, require_table
 from spark_jobs.widen.config import ADDS, RETRACTIONS, Source, WideTable
+from spark_jobs.row_hash import read_table
 
 EXAMPLES = 5
 BROADCAST_CELLS = 1_000_000  # folded rows x columns a change run's MERGE broadcasts (~20 MB on the driver)
@@ -195,7 +196,7 @@ def _types(spark, wh: Warehouse, t: WideTable, step: list[Source], inputs: dict[
             types[f.name], owner[f.name] = f.dataType, f"wide table {t.rel}"
     for s in step:
         inp = inputs[s.name]
-        schema = spark.read.format("delta").option("versionAsOf", inp.to_version).load(inp.uri).schema
+        schema = read_table(spark, inp.uri, inp.to_version).schema
         mapping = {**s.key, **s.columns}  # a left join's key types follow the wide fk columns
         event = [c for c in (s.row_kind_field, s.order_field) if c]
         _require_source_columns(spark, t, s, inp.uri, schema, [*mapping.values(), *s.on.values(), *event],
@@ -249,7 +250,7 @@ def _type_from_other_sources(spark, wh: Warehouse, t: WideTable, col: str, types
     for s in t.sources:
         uri = wh.uri(s.table)
         if col in s.columns and is_delta_table(spark, uri):
-            schema = spark.read.format("delta").load(uri).schema
+            schema = read_table(spark, uri).schema
             _require_source_columns(spark, t, s, uri, schema, [s.columns[col]], latest_version(spark, uri))
             dtype = schema[s.columns[col]].dataType
             _agree(t, types, owner, col, dtype, f"source {s.name}")

@@ -26,6 +26,7 @@ from spark_jobs.lake import assignments, ensure_system_table, insert_values, mer
 from spark_jobs.widen import guards
 from spark_jobs.widen.changes import read_changes
 from spark_jobs.widen.config import Source, WideTable
+from spark_jobs.row_hash import read_table
 
 
 @dataclass
@@ -102,7 +103,7 @@ def recompute(spark, t: WideTable, s: Source, inp: LeftJoinInput, index: str, ch
         affected = affected.unionByName(part)
     affected = affected.dropDuplicates(t.primary_key)
     right = (
-        spark.read.format("delta").option("versionAsOf", inp.right_to).load(inp.right_uri)
+        read_table(spark, inp.right_uri, inp.right_to)
         .select(*[F.col(r).cast(types[w]).alias(w) for w, r in s.on.items()],
                 *[F.col(src).cast(types[w]).alias(w) for w, src in s.columns.items()])
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from spark_jobs.entry import run
+from spark_jobs.row_hash import without_row_hash
 
 
 def job(spark, job_name: str, warehouse: str, **spec: Any) -> dict[str, Any]:
@@ -25,4 +26,6 @@ def write_parquet(spark, path: str, rows: list[tuple], schema: str) -> None:
 
 
 def rows_of(df, *order: str) -> list[tuple]:
+    """The rows of ``df`` as tuples, sorted; a snapshot table's stored row hash is not one of its values."""
+    df = without_row_hash(df)
     return [tuple(r) for r in df.orderBy(*(order or df.columns)).collect()]
