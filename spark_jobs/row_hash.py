@@ -21,8 +21,8 @@ The column is the jobs' own: every job reading a snapshot table reads it through
 (or drops it with :func:`without_row_hash` from a frame read otherwise), so change sets, sinks, SCD2
 history, time travel and wide tables never see it. A user reading the Delta table with their own Spark
 does see it (Delta has no hidden columns), as the README says. A table written before the hash existed
-has no such column: its runs hash the table's values as before (:func:`has_row_hash`), and it gets the
-column when it is rebuilt.
+has no such column: its runs hash the table's values as before (:func:`has_row_hash`) and do not add
+the column row by row (a column half filled would be wrong); a snapshot table written anew has it.
 
 >>> from spark_jobs.row_hash import ROW_HASH, read_table
 >>> read_table(spark, "/lake/snapshots/customers", version=3).columns  # doctest: +SKIP
