@@ -31,6 +31,8 @@ the column row by row (a column half filled would be wrong); a snapshot table wr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 #: The column of a snapshot table holding each row's hash of its values.
 ROW_HASH = "_aretl_row_hash"
 
@@ -49,7 +51,7 @@ def row_hash(columns: list[str], positions: dict[str, int]):
     return reduce(lambda a, b: a.bitwiseXOR(b), parts)
 
 
-def positions(table_columns: list[str], added: list[str] = ()) -> dict[str, int]:
+def positions(table_columns: list[str], added: Sequence[str] = ()) -> dict[str, int]:
     """Column -> position: the table's columns (without :data:`ROW_HASH`) in schema order, then
     ``added``, the columns a schema-evolving run appends in that order."""
     own = [c for c in table_columns if c != ROW_HASH]

@@ -214,7 +214,8 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     if partition_by:
         current = rows.where(F.col(PRIOR).isNotNull()).select(f"{PRIOR}.*")
         on = pruned(on, current, partition_by)
-    sets = {f"`{c}`": f"s.`{c}`" for c in [*values, *([ROW_HASH] if changes.hashed else [])]}
+    # the rows carry their hash when the table stores hashes (_detect_changes dropped it otherwise)
+    sets = {f"`{c}`": f"s.`{c}`" for c in [*values, *([ROW_HASH] if ROW_HASH in rows.columns else [])]}
     clauses = [f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE"]
     if values:
         clauses.append("WHEN MATCHED THEN UPDATE SET " + assignments(sets))
@@ -238,13 +239,11 @@ NEW_KEY = "_aretl_new_key"  # the extract row's key is not in the table
 
 @dataclass(frozen=True)
 class Changes:
-    """The change rows a run MERGEs (a local checkpoint: computed once), how many there are, and
-    whether the table stores row hashes (then the rows carry theirs in ``ROW_HASH`` for the MERGE to
-    store)."""
+    """The change rows a run MERGEs (a local checkpoint: computed once) and how many there are. When
+    the table stores row hashes, the rows carry theirs in ``ROW_HASH`` for the MERGE to store."""
 
     rows: Any
     count: int
-    hashed: bool
 
 
 def _detect_changes(spark, uri: str, df, key: list[str], added: list[str], partition_by: list[str],
@@ -262,15 +261,14 @@ def _detect_changes(spark, uri: str, df, key: list[str], added: list[str], parti
     from pyspark.sql import functions as F
 
     table = spark.read.format("delta").load(uri)
-    hashed = has_row_hash(table.columns)
     changes = _changed_rows(table, df, key, added, partition_by, renames).localCheckpoint(eager=True)
     sign = F.when(F.col(VANISHED), -1).when(F.col(NEW_KEY), 1).otherwise(0)
     per_key = changes.groupBy(*key).agg(F.coalesce(F.max(EXTRACT_ROWS), F.lit(0)).alias("count"),
                                         F.sum(sign).alias("delta"))
     totals = check_key_counts(per_key, key, where, delta=F.sum("delta"), changed=F.count(F.lit(1)))
     rows = table.count() + int(totals["delta"] or 0)
-    kept = changes.drop(NEW_KEY, EXTRACT_ROWS) if hashed else changes.drop(NEW_KEY, EXTRACT_ROWS, ROW_HASH)
-    return Changes(kept, int(totals["changed"] or 0), hashed), rows
+    kept = changes.drop(NEW_KEY, EXTRACT_ROWS, *([] if has_row_hash(table.columns) else [ROW_HASH]))
+    return Changes(kept, int(totals["changed"] or 0)), rows
 
 
 def _changed_rows(table, df, key: list[str], added: list[str], partition_by: list[str],
