@@ -92,7 +92,7 @@ def test_a_delta_commit_conflict_is_a_retryable_error_naming_the_table(spark, wa
     source = spark.range(10).coalesce(1).select(F.udf(slow, "long")("id").cast("int").alias("id"),
                                                 F.lit("b").alias("v"))
     merge = (DeltaTable.forPath(spark, uri).alias("t").merge(source.alias("s"), "t.id = s.id")
-             .whenMatchedUpdateAll())
+             .whenMatchedUpdate(set={"v": "s.v"}))
     raised: list[BaseException] = []
 
     def run_merge():
