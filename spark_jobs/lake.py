@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from spark_jobs.contract import parse_commit_metadata
 from spark_jobs.errors import ConfigError, is_write_conflict
+from spark_jobs.key_pruning import listed_keys
 
 METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
@@ -198,10 +199,15 @@ def ensure_system_table(spark, uri: str, ddl: str) -> None:
 MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
 
 
-def merge_into(spark, uri: str, source, on: str, *clauses: str, checkpointed: bool = False) -> None:
+def merge_into(spark, uri: str, source, on: str, *clauses: str, checkpointed: bool = False,
+               key: Sequence[str] = ()) -> None:
     """``MERGE INTO`` the Delta table at ``uri`` (alias ``t``) from the frame ``source`` (alias ``s``)
     with the ``WHEN ...`` ``clauses`` in order. The frame is a temporary view of this session for
     the statement's duration (a unique name: jobs may merge from several threads).
+
+    ``key``: the columns ``on`` matches by equality. A source of few rows then also lists their keys
+    in the ON clause, so that the target's rows are filtered before the join
+    (:mod:`spark_jobs.key_pruning`).
 
     ``checkpointed``: ``source`` is a local checkpoint (``localCheckpoint(eager=True)``), rows
     already computed with no lineage left to re-run, so every pass of the MERGE reads the same rows
@@ -209,6 +215,9 @@ def merge_into(spark, uri: str, source, on: str, *clauses: str, checkpointed: bo
     a second materialization of the same rows, and is skipped."""
     import uuid
 
+    listed = listed_keys(source, key) if key else None
+    if listed is not None:
+        on = f"{on} AND {listed}"
     view = f"aretl_merge_source_{uuid.uuid4().hex}"
     source.createOrReplaceTempView(view)
     if checkpointed:

@@ -12,20 +12,19 @@ it leaves.
 Partition columns are chosen once, when the table is created: re-partitioning rewrites every file,
 so a spec whose ``partition_by`` differs from the table's is refused (record into a new table). They
 must be low-cardinality columns of a type whose values are exact as SQL literals (strings, whole
-numbers, dates, booleans); past :data:`MAX_PRUNED_PARTITIONS` touched partitions the predicate is
-left out, as it would cost more to plan than it saves.
+numbers, dates, booleans: :data:`spark_jobs.literals.LITERAL_TYPES`); past
+:data:`MAX_PRUNED_PARTITIONS` touched partitions the predicate is left out, as it would cost more to
+plan than it saves.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from typing import Any
-
 from spark_jobs.errors import ConfigError
 from spark_jobs.lake import delta_path
+from spark_jobs.literals import LITERAL_TYPES, column, literal
 
-#: The Spark types a partition column may have.
-PARTITION_TYPES = ("string", "tinyint", "smallint", "int", "bigint", "date", "boolean")
+#: The Spark types a partition column may have: its values are written into MERGE predicates.
+PARTITION_TYPES = LITERAL_TYPES
 #: Past this many touched partitions a MERGE goes without the partition predicate.
 MAX_PRUNED_PARTITIONS = 1000
 
@@ -60,8 +59,8 @@ def touched_predicate(frame, partition_by: list[str], alias: str = "t") -> str |
         return None
     if not values:
         return "FALSE"  # every change is an insert: no current row to match
-    column = {c: f"{alias}.`{c.replace('`', '``')}`" for c in partition_by}
-    terms = [" AND ".join(f"{column[c]} IS NULL" if row[c] is None else f"{column[c]} = {_literal(row[c])}"
+    target = {c: column(alias, c) for c in partition_by}
+    terms = [" AND ".join(f"{target[c]} IS NULL" if row[c] is None else f"{target[c]} = {literal(row[c])}"
                           for c in partition_by) for row in values]
     return "(" + " OR ".join(f"({term})" for term in terms) + ")"
 
@@ -72,13 +71,3 @@ def pruned(on: str, frame, partition_by: list[str], alias: str = "t") -> str:
     predicate = touched_predicate(frame, partition_by, alias)
     return on if predicate is None else f"{on} AND {predicate}"
 
-
-def _literal(value: Any) -> str:
-    """A partition value (of one of :data:`PARTITION_TYPES`) as a Spark SQL literal."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, dt.date):
-        return f"DATE'{value.isoformat()}'"
-    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"

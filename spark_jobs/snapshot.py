@@ -223,7 +223,7 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     if added:  # the MERGE adds the new columns to the table
         spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
     try:
-        merge_into(spark, uri, rows, on, *clauses, checkpointed=True)
+        merge_into(spark, uri, rows, on, *clauses, checkpointed=True, key=key)
         crashpoints.reached("snapshot.merged")
     finally:
         if added:
@@ -392,7 +392,7 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
         clauses.append("WHEN NOT MATCHED AND s._change_type <> 'delete' THEN INSERT "
                        + insert_values({f"`{c}`": f"s.`{c}`" for c in key + written}))
         with commit_metadata(spark, metadata):
-            merge_into(spark, uri, changes, on, *clauses)
+            merge_into(spark, uri, changes, on, *clauses, key=key)
             entry = _record_if_unchanged(spark, uri, metadata, base)
     finally:
         cdf.unpersist()

@@ -332,7 +332,7 @@ def apply(spark, uri: str, read: TopicRead, key: list[str], previous_rows: int, 
         clauses.append(f"WHEN NOT MATCHED AND NOT s.`{TOMBSTONE}` THEN INSERT "
                        + insert_values({f"`{c}`": f"s.`{c}`" for c in key + written}))
         with commit_metadata(spark, metadata):
-            merge_into(spark, uri, changes, on, *clauses)
+            merge_into(spark, uri, changes, on, *clauses, key=key)
             entry = record(spark, uri, metadata, base)
     finally:
         per_key.unpersist()

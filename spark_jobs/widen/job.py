@@ -404,7 +404,7 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base:
                    "WHEN MATCHED THEN UPDATE SET " + assignments(update),
                    "WHEN NOT MATCHED THEN INSERT "
                    + insert_values({f"`{c}`": f"s.`{c}`" for c in (*t.primary_key, *columns)}),
-                   checkpointed=True)
+                   checkpointed=True, key=t.primary_key)
 
     with commit_metadata(spark, md), on_top_of(spark, base), guards.reported(DataQualityError):
         _merge()
