@@ -56,7 +56,7 @@ from spark_jobs.lake import (
 )
 from spark_jobs.partitions import check_layout, check_new_layout, pruned
 from spark_jobs.renames import apply_renames, pending_renames
-from spark_jobs.row_hash import ROW_HASH, carrying_row_hash, has_row_hash, positions, read_table, row_hash
+from spark_jobs.row_hash import ROW_HASH, carrying_row_hash, has_row_hash, positions, read_table, row_hash, unchanged
 from spark_jobs.sources import describe, read_source
 from spark_jobs.timetravel import pin_delta_source, recorded_for, recorded_in
 
@@ -320,11 +320,6 @@ def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any], base: int) -
     return _own_commit(spark, uri, metadata, base)
 
 
-def _unchanged(values: list[str]) -> str:
-    """SQL: the source row ``s`` carries the same values as the table row ``t``."""
-    return " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in values)
-
-
 def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str], newest: dict[str, Any]) -> int | None:
     """The source version the table's ``newest`` commit recorded, if the fast path applies; else None."""
     wanted = source.get("cdf")
@@ -387,7 +382,7 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
             on = pruned(on, net.where(F.col("_change_type").isin(*BEFORE_TYPES)), partition_by)
         clauses = ["WHEN MATCHED AND s._change_type = 'delete' THEN DELETE"]
         if values:
-            clauses.append(f"WHEN MATCHED AND s._change_type <> 'delete' AND NOT ({_unchanged(values)}) "
+            clauses.append(f"WHEN MATCHED AND s._change_type <> 'delete' AND NOT ({unchanged(written)}) "
                            "THEN UPDATE SET " + assignments({f"`{c}`": f"s.`{c}`" for c in written}))
         clauses.append("WHEN NOT MATCHED AND s._change_type <> 'delete' THEN INSERT "
                        + insert_values({f"`{c}`": f"s.`{c}`" for c in key + written}))

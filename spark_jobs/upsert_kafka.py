@@ -43,7 +43,7 @@ from spark_jobs.env_secrets import read_secrets
 from spark_jobs.errors import ConfigError, DataQualityError, RetryableError
 from spark_jobs.kafka_clients import brokers, client_config, spark_kafka_options
 from spark_jobs.lake import assignments, commit_metadata, insert_values, merge_into
-from spark_jobs.row_hash import carrying_row_hash, read_table
+from spark_jobs.row_hash import carrying_row_hash, read_table, unchanged
 
 log = logging.getLogger(__name__)
 
@@ -326,8 +326,7 @@ def apply(spark, uri: str, read: TopicRead, key: list[str], previous_rows: int, 
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
         clauses = [f"WHEN MATCHED AND s.`{TOMBSTONE}` THEN DELETE"]
         if values:
-            same = " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in values)
-            clauses.append(f"WHEN MATCHED AND NOT ({same}) THEN UPDATE SET "
+            clauses.append(f"WHEN MATCHED AND NOT ({unchanged(written)}) THEN UPDATE SET "
                            + assignments({f"`{c}`": f"s.`{c}`" for c in written}))
         clauses.append(f"WHEN NOT MATCHED AND NOT s.`{TOMBSTONE}` THEN INSERT "
                        + insert_values({f"`{c}`": f"s.`{c}`" for c in key + written}))
