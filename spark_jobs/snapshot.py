@@ -377,6 +377,8 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
         net = net_changes(cdf, key, values, values)
         changes = net.where("_change_type <> 'update_preimage'")
         changes, written = carrying_row_hash(spark, uri, changes, values)
+        # computed once: the key list and both passes of the MERGE read these rows (merge_into's checkpointed)
+        changes = changes.localCheckpoint(eager=True)
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
         if partition_by:
             on = pruned(on, net.where(F.col("_change_type").isin(*BEFORE_TYPES)), partition_by)
@@ -387,7 +389,7 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
         clauses.append("WHEN NOT MATCHED AND s._change_type <> 'delete' THEN INSERT "
                        + insert_values({f"`{c}`": f"s.`{c}`" for c in key + written}))
         with commit_metadata(spark, metadata):
-            merge_into(spark, uri, changes, on, *clauses, key=key)
+            merge_into(spark, uri, changes, on, *clauses, checkpointed=True, key=key)
             entry = _record_if_unchanged(spark, uri, metadata, base)
     finally:
         cdf.unpersist()
