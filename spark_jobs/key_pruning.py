@@ -16,6 +16,12 @@ log's retention, as its partition values do). With 150k keys the same MERGE took
 and so it does for key types whose values are not exact as literals
 (:data:`spark_jobs.literals.LITERAL_TYPES`). The list never changes what matches: a target row that
 equals a source row on the key has one of the source's keys.
+
+Reading the keys is a Spark job over the source, so the MERGEs that list them read sources that are
+already computed: a local checkpoint (the snapshot's change rows, either path; the wide table's
+folded rows) or rows over a persisted frame (a Kafka upsert's per-key states). The wide table's
+reverse-index MERGEs do not: their sources are joins over Change Data Feeds, which a first run reads
+whole, and reading them for the list would compute them twice.
 """
 
 from __future__ import annotations

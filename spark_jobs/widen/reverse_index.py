@@ -73,7 +73,7 @@ def update_index(spark, uri: str, t: WideTable, s: Source, changes, types: dict)
         merge_into(spark, uri, changes, _on(t.primary_key),
                    f"WHEN MATCHED AND ({dropped}) THEN DELETE",
                    "WHEN MATCHED THEN UPDATE SET " + assignments(kept),
-                   f"WHEN NOT MATCHED AND NOT ({dropped}) THEN INSERT " + insert_values(kept), key=t.primary_key)
+                   f"WHEN NOT MATCHED AND NOT ({dropped}) THEN INSERT " + insert_values(kept))
 
     _merge()
 
@@ -132,4 +132,4 @@ def merge_joined(spark, uri: str, t: WideTable, s: Source, rows) -> None:
     differs = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in s.columns)
     merge_into(spark, uri, rows, _on(t.primary_key),
                f"WHEN MATCHED AND ({differs}) THEN UPDATE SET "
-               + assignments({f"`{c}`": f"s.`{c}`" for c in s.columns}), key=t.primary_key)
+               + assignments({f"`{c}`": f"s.`{c}`" for c in s.columns}))
