@@ -209,6 +209,23 @@ class KafkaMessage:
         return None if self.value is None else json.loads(self.value)
 
 
+def _watermarks(consumer, partition, deadline: float) -> tuple[int, int]:
+    """A partition's (low, high) watermarks. A topic created a moment ago may not have its partition
+    leaders elected yet: the broker answers NOT_LEADER_FOR_PARTITION (or LEADER_NOT_AVAILABLE), which
+    is retried until ``deadline`` (a monotonic time)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    electing = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=max(1.0, deadline - time.monotonic()),
+                                                  cached=False)
+        except KafkaException as exc:
+            if exc.args[0].code() not in electing or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
 def read_topic(bootstrap_servers: str | KafkaInfo, topic: str, timeout: float = 30.0) -> list[KafkaMessage]:
     """Everything in `topic` right now: each partition from its low to its high watermark (the high
     watermarks are taken first; messages produced meanwhile may or may not be included).
@@ -239,9 +256,7 @@ def read_topic(bootstrap_servers: str | KafkaInfo, topic: str, timeout: float = 
         ends: dict[int, int] = {}
         starts: dict[int, int] = {}
         for p in sorted(tmd.partitions):
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, p), timeout=max(1.0, deadline - time.monotonic()), cached=False
-            )
+            low, high = _watermarks(consumer, TopicPartition(topic, p), deadline)
             if high > low:
                 starts[p], ends[p] = low, high
         if not ends:

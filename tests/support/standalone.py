@@ -189,7 +189,10 @@ def standalone_env(home: Path, port: int, connections: dict[str, str]) -> dict[s
         "AIRFLOW_HOME": str(home),
         "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),  # standalone runs `airflow`
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        # the scheduler, the API server, task processes and our CLI calls share one SQLite file: a writer
+        # waits up to 60 s for the lock (sqlite3's default is 5 s, which a busy scheduler exceeded: a
+        # `backfill create` failed with "database is locked")
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db?timeout=60",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": "4",  # two shared cores: a few task processes at once
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
