@@ -131,8 +131,6 @@ def cluster_client(spark_cluster, tmp_path, monkeypatch) -> ClusterClient:
         "spark.ui.enabled": "false",
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
-        # Tiny tables on a 2-core machine: fewer partitions for Delta's log replay.
-        "spark.databricks.delta.snapshotPartitions": "2",
     }
     write_spark_defaults(conf_dir, defaults)
     monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.spark_conf import TEST_SPARK_CONF
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "services" / "spark_connect.sh"
 PORT_ENV = "ARETL_TEST_SPARK_CONNECT_PORT"
@@ -61,10 +63,9 @@ def _script(command: str, port: int, timeout: float) -> subprocess.CompletedProc
     env = {**os.environ, "PYTHON": sys.executable, PORT_ENV: str(port),
            # a test-sized server: small shuffles, a modest heap (the machine is shared)
            "ARETL_SPARK_CONNECT_MASTER": "local[2]", "ARETL_SPARK_CONNECT_DRIVER_MEMORY": "1g",
-           "ARETL_SPARK_CONNECT_CONF": "spark.sql.shuffle.partitions=4 spark.default.parallelism=4 "
-                                       "spark.sql.session.timeZone=UTC spark.databricks.delta.snapshotPartitions=2 "
-                                       f"spark.eventLog.enabled=true spark.eventLog.dir=file:{events} "
-                                       "spark.eventLog.compress=false"}
+           "ARETL_SPARK_CONNECT_CONF": " ".join(f"{key}={value}" for key, value in {
+               **TEST_SPARK_CONF, "spark.sql.session.timeZone": "UTC", "spark.eventLog.enabled": "true",
+               "spark.eventLog.dir": f"file:{events}", "spark.eventLog.compress": "false"}.items())}
     return subprocess.run(["bash", str(SCRIPT), command], env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.paths import JARS_DIR
+from tests.support.spark_conf import TEST_SPARK_CONF
 
 
 @pytest.fixture(scope="session")
@@ -18,11 +19,9 @@ def spark():
         master="local[2]",
         jars_dir=str(JARS_DIR),
         conf={
-            "spark.sql.shuffle.partitions": "4",
-            "spark.default.parallelism": "4",
+            **TEST_SPARK_CONF,
             "spark.ui.enabled": "false",
             "spark.sql.session.timeZone": "UTC",
-            "spark.databricks.delta.snapshotPartitions": "2",
             "spark.driver.memory": "2g",
         },
     )

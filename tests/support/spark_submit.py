@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.spark_conf import TEST_SPARK_CONF
+
 _SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData"
 
 #: spark-defaults.conf entries for every spark-submit a test starts (executors: the cluster's)
 SUBMIT_DEFAULTS = {
     "spark.driver.defaultJavaOptions": _SHORT_LIVED_JVM,
     "spark.executor.defaultJavaOptions": _SHORT_LIVED_JVM,
-    # tiny tables on a 2-core machine, as in the in-process session and the Connect server
-    "spark.sql.shuffle.partitions": "4",
-    "spark.default.parallelism": "4",
+    **TEST_SPARK_CONF,  # tiny tables on a 2-core machine, as in the in-process session and the Connect server
 }
 
 
