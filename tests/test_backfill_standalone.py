@@ -81,23 +81,6 @@ def synced_versions(airflow) -> list[tuple[int, bool]]:
 REPROCESS = ("--reprocess-behavior", "failed")
 
 
-def test_backfill_records_the_dates_in_order_and_a_cleared_date_sends_nothing(airflow):
-    airflow.backfill(DAG_ID, DAY_1, DAY_3, *REPROCESS)  # three runs at once, the DAG's default settings
-    assert airflow.wait_for_runs(DAG_ID, [DAY_1, DAY_2, DAY_3]) == {DAY_1: "success", DAY_2: "success",
-                                                                  DAY_3: "success"}
-    assert line_of_history(airflow) == [(DAY_1, 0), (DAY_2, 1), (DAY_3, 2)]
-    assert synced_versions(airflow) == [(0, True), (1, True), (2, True)]
-    assert crm(airflow) == rows(DAY_3)
-
-    # The middle date again: its snapshot is reused, and the consumer already has a newer version.
-    cleared_at = datetime.now(timezone.utc).isoformat()
-    airflow.clear(DAG_ID, DAY_2, DAY_2)
-    assert airflow.wait_for_runs(DAG_ID, [DAY_2], since=cleared_at) == {DAY_2: "success"}
-    assert run_states(airflow, DAY_2) == NOTHING_TO_SEND
-    assert line_of_history(airflow) == [(DAY_1, 0), (DAY_2, 1), (DAY_3, 2)]
-    assert crm(airflow) == rows(DAY_3)
-
-
 def scd2(days: list[str]) -> list[tuple]:
     """The SCD2 rows the history must hold: per key, one row per run of days with the same values."""
     out = []
@@ -114,15 +97,31 @@ def scd2(days: list[str]) -> list[tuple]:
     return sorted(out, key=lambda r: (r[0], r[-2]))
 
 
-def test_a_date_before_the_first_recorded_one_is_inserted_by_rebuilding_forward(airflow, connect_session):
+def test_a_backfill_records_dates_in_order_a_cleared_date_sends_nothing_and_an_earlier_date_rebuilds(
+        airflow, connect_session):
+    """One history through three user actions (sharing the instance's runs: each backfilled date is a
+    minute of CI): a backfill of two dates, a clear, and a backfill of an earlier date."""
     from pyspark.sql import functions as F
 
     from spark_jobs.consumers import committed_version
     from spark_jobs.contract import Warehouse
 
+    # Two runs at once, the DAG's default settings: they record their dates one at a time, oldest first.
     airflow.backfill(DAG_ID, DAY_2, DAY_3, *REPROCESS)
     assert airflow.wait_for_runs(DAG_ID, [DAY_2, DAY_3]) == {DAY_2: "success", DAY_3: "success"}
+    assert line_of_history(airflow) == [(DAY_2, 0), (DAY_3, 1)]
+    assert synced_versions(airflow) == [(0, True), (1, True)]
+    assert crm(airflow) == rows(DAY_3)
 
+    # The older date again: its snapshot is reused, and the consumer already has a newer version.
+    cleared_at = datetime.now(timezone.utc).isoformat()
+    airflow.clear(DAG_ID, DAY_2, DAY_2)
+    assert airflow.wait_for_runs(DAG_ID, [DAY_2], since=cleared_at) == {DAY_2: "success"}
+    assert run_states(airflow, DAY_2) == NOTHING_TO_SEND
+    assert line_of_history(airflow) == [(DAY_2, 0), (DAY_3, 1)]
+    assert crm(airflow) == rows(DAY_3)
+
+    # A date before the first recorded one goes in with the rebuild option.
     airflow.backfill(DAG_ID, DAY_1, DAY_1, *REPROCESS, "--dag-run-conf", json.dumps({"on_past_date": "rebuild"}))
     assert airflow.wait_for_runs(DAG_ID, [DAY_1]) == {DAY_1: "success"}
     # v2 restores the table to before 2026-01-01 (empty), v3 records it, v4 and v5 replay the later dates
