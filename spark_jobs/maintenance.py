@@ -6,6 +6,11 @@ to its commit. So the retention actually used is the longer of the one asked for
 oldest *protected* version: every savepoint (:mod:`spark_jobs.savepoints`) and every consumer's
 committed version (:mod:`spark_jobs.consumers`: the next diff reads the Change Data Feed after it),
 plus a safety margin. Nothing protected is ever vacuumed, whatever retention the DAG asks for.
+
+VACUUM lists the table's files with a shuffle of ``spark.sql.sources.parallelPartitionDiscovery.parallelism``
+partitions, 10,000 unless set: on a small table that is 10,000 tasks of nothing (a one-row table:
+20-26 s of a 2-core local session's VACUUM). Unless the session sets that parallelism itself, the
+listing gets ``spark.sql.shuffle.partitions`` partitions, as wide as the session's other shuffles.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from spark_jobs.row_hash import read_table
 
 CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"  # VACUUM END commit carries the metrics
+LISTING_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"  # VACUUM's file-listing shuffle
 
 
 def consumer_floor(spark, wh: Warehouse, rel: str) -> int | None:
@@ -86,7 +92,7 @@ def run_maintenance(spark, spec: MaintenanceSpec) -> MaintenanceResult:
         hours = effective_retention_hours(spark, uri, protected["floor"], retain, spec.margin_s)
         # Delta refuses a retention under its default unless told; the floor above is what keeps
         # protected versions, so a shorter retention asked for explicitly is allowed.
-        with _session_conf(spark, {CHECK_CONF: "false", LOGGING_CONF: "true"}):
+        with _session_conf(spark, {CHECK_CONF: "false", LOGGING_CONF: "true", **_listing_parallelism(spark)}):
             deleted = _vacuum(spark, uri, hours)
         vacuumed = {"retain_hours": hours, "asked_hours": retain, "files_deleted": deleted, **protected}
 
@@ -108,6 +114,14 @@ def _session_conf(spark, settings: dict[str, str]) -> Iterator[None]:
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+
+def _listing_parallelism(spark) -> dict[str, str]:
+    """VACUUM's listing parallelism (see the module docstring): the session's own if it sets one,
+    else its shuffle partitions."""
+    if spark.conf.get(LISTING_CONF, None) is not None:
+        return {}
+    return {LISTING_CONF: spark.conf.get("spark.sql.shuffle.partitions")}
 
 
 def _vacuum(spark, uri: str, hours: float) -> int:
