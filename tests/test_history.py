@@ -12,6 +12,7 @@ from spark_jobs.errors import ConfigError
 from spark_jobs.contract import Warehouse
 from spark_jobs.lake import history
 from spark_jobs.lineage import read_lineage
+from spark_jobs.maintenance import LISTING_CONF
 from spark_jobs.timetravel import read_as_of, recorded_versions, version_for
 from tests.support.jobs import job, job_error, rows_of, write_parquet
 
@@ -132,8 +133,7 @@ def test_vacuum_keeps_savepointed_and_unconsumed_versions(spark, warehouse, tmp_
         plain = job(spark, "maintenance", warehouse, table="wide/other", vacuum=True, retain_hours=0)["vacuumed"]
     assert (plain["floor"], plain["retain_hours"]) == (None, 0) and plain["files_deleted"] >= 2
     # VACUUM lists files as wide as the session's shuffles (4), not in Delta's 10,000 partitions
-    assert widest_stage() <= 8 and spark.conf.get("spark.sql.sources.parallelPartitionDiscovery.parallelism",
-                                                  None) is None
+    assert widest_stage() <= 8 and spark.conf.get(LISTING_CONF, None) is None  # and the setting restored
     with pytest.raises(Exception, match="FILE_NOT_EXIST|does not exist"):
         spark.read.format("delta").option("versionAsOf", 0).load(other).collect()
     assert rows_of(spark.read.format("delta").load(other)) == [(1, "o2")]
