@@ -154,3 +154,62 @@ def test_new_rows_go_straight_into_the_table_and_a_key_it_holds_falls_back_to_th
         sink.close()
     assert pg.rows() == [(1, "ada"), (2, "bo"), (3, "cid"), (4, "dan"), (5, "eve")]
     pg.execute(f"DROP VIEW {pg.table}_view")
+
+
+def test_batches_go_in_binary_where_every_column_takes_it_else_as_csv(spark, pg, postgres_server):
+    """Binary COPY is strict about types, so a batch goes binary only where every Arrow type Spark
+    delivers is its column's own type — always so in a table the sink creates. The same rows into a
+    table whose columns merely take the values (a bigint column for an int, text for a date) go as
+    CSV. Both paths, direct and staged, load every value as it is."""
+    import datetime as dt
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    from spark_jobs.sinks.base import SinkConfig
+    from spark_jobs.sinks.batch import ChangeBatch
+    from spark_jobs.sinks.postgres import PostgresSink, binary_copy_fits
+
+    ddl = ("id INT, big BIGINT, small SMALLINT, flag BOOLEAN, ratio DOUBLE, amount DECIMAL(38,18), name STRING, "
+           "raw BINARY, day DATE, at TIMESTAMP, local_at TIMESTAMP_NTZ")
+    utc = dt.timezone.utc
+    rows = [(1, -2**63, -32768, True, -0.0, Decimal("-99999999999999999999.999999999999999999"), "é'\"\n,",
+             b"\x00\xff", dt.date(1, 1, 1), dt.datetime(1, 1, 1, tzinfo=utc), dt.datetime(9999, 12, 31, 23, 59, 59)),
+            (2, None, None, None, None, None, None, None, None, None, None),
+            (3, 2**63 - 1, 32767, False, 1e300, Decimal("0.000000000000000001"), "", b"",
+             dt.date(2024, 2, 29), dt.datetime(2024, 2, 29, 12, 0, 0, 1, tzinfo=utc), dt.datetime(1999, 12, 31))]
+    arrow = spark.createDataFrame(rows, ddl).toArrow()
+    fields = arrow.column_names
+
+    def batch(change):
+        n = arrow.num_rows
+        return ChangeBatch(arrow.append_column("_op", pa.array(["upsert"] * n))
+                           .append_column("_change", pa.array([change] * n))
+                           .append_column("_key", pa.array([f'{{"id":{i}}}' for i in range(n)])), ["id"], fields)
+
+    def deliver(table):
+        config = SinkConfig(destination=pg.destination(table=table), key_fields=["id"], fields=fields, mode="upsert",
+                            secrets={"password": postgres_server.password})
+        sink = PostgresSink(config)
+        sink.prepare({f.name: f.dataType.simpleString() for f in spark.createDataFrame([], ddl).schema})
+        sink.open()
+        try:
+            assert sink.write_batch(batch("insert")) == [None] * 3  # new rows: COPY into the table itself
+            assert sink.copy_new_rows
+            assert sink.write_batch(batch("update")) == [None] * 3  # staged, then INSERT … ON CONFLICT
+            return binary_copy_fits(arrow.schema, sink.column_types)
+        finally:
+            sink.close()
+
+    def stored(table):  # bytea comes back as a memoryview
+        return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in pg.rows(table=table)]
+
+    assert deliver(pg.table)
+    assert stored(pg.table) == rows
+
+    loose = f"{pg.table}_loose"
+    pg.execute(f"CREATE TABLE {loose} (id bigint PRIMARY KEY, big bigint, small integer, flag boolean, "
+               "ratio double precision, amount numeric, name text, raw bytea, day text, at timestamptz, "
+               "local_at timestamp)")
+    assert not deliver(loose)
+    assert stored(loose) == [(*row[:8], None if row[8] is None else row[8].isoformat(), *row[9:]) for row in rows]
