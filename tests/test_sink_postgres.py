@@ -157,10 +157,11 @@ def test_new_rows_go_straight_into_the_table_and_a_key_it_holds_falls_back_to_th
 
 
 def test_batches_go_in_binary_where_every_column_takes_it_else_as_csv(spark, pg, postgres_server):
-    """Binary COPY is strict about types, so a batch goes binary only where every Arrow type Spark
-    delivers is its column's own type — always so in a table the sink creates. The same rows into a
-    table whose columns merely take the values (a bigint column for an int, text for a date) go as
-    CSV. Both paths, direct and staged, load every value as it is."""
+    """Binary COPY is strict about types, so a batch goes binary only where every column takes its
+    field in binary: a table the sink creates, or one with wider integers (cast up first) and
+    timestamp columns without zone (UTC wall time, as the CSV text gives). A column that needs
+    Postgres to convert text (a date into a text column) sends the batch as CSV. Every path, direct
+    and staged, loads the same values."""
     import datetime as dt
     from decimal import Decimal
 
@@ -168,7 +169,7 @@ def test_batches_go_in_binary_where_every_column_takes_it_else_as_csv(spark, pg,
 
     from spark_jobs.sinks.base import SinkConfig
     from spark_jobs.sinks.batch import ChangeBatch
-    from spark_jobs.sinks.postgres import PostgresSink, binary_copy_fits
+    from spark_jobs.sinks.postgres import PostgresSink, binary_ready
 
     ddl = ("id INT, big BIGINT, small SMALLINT, flag BOOLEAN, ratio DOUBLE, amount DECIMAL(38,18), name STRING, "
            "raw BINARY, day DATE, at TIMESTAMP, local_at TIMESTAMP_NTZ")
@@ -180,6 +181,7 @@ def test_batches_go_in_binary_where_every_column_takes_it_else_as_csv(spark, pg,
              dt.date(2024, 2, 29), dt.datetime(2024, 2, 29, 12, 0, 0, 1, tzinfo=utc), dt.datetime(1999, 12, 31))]
     arrow = spark.createDataFrame(rows, ddl).toArrow()
     fields = arrow.column_names
+    schema = {f.name: f.dataType.simpleString() for f in spark.createDataFrame([], ddl).schema}
 
     def batch(change):
         n = arrow.num_rows
@@ -188,28 +190,33 @@ def test_batches_go_in_binary_where_every_column_takes_it_else_as_csv(spark, pg,
                            .append_column("_key", pa.array([f'{{"id":{i}}}' for i in range(n)])), ["id"], fields)
 
     def deliver(table):
+        """Both paths into ``table``: whether they went binary, and the rows stored."""
         config = SinkConfig(destination=pg.destination(table=table), key_fields=["id"], fields=fields, mode="upsert",
                             secrets={"password": postgres_server.password})
         sink = PostgresSink(config)
-        sink.prepare({f.name: f.dataType.simpleString() for f in spark.createDataFrame([], ddl).schema})
+        sink.prepare(schema)
         sink.open()
         try:
             assert sink.write_batch(batch("insert")) == [None] * 3  # new rows: COPY into the table itself
             assert sink.copy_new_rows
             assert sink.write_batch(batch("update")) == [None] * 3  # staged, then INSERT … ON CONFLICT
-            return binary_copy_fits(arrow.schema, sink.column_types)
+            binary = binary_ready(arrow, sink.column_types) is not None
         finally:
             sink.close()
+        return binary, [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row)  # bytea: a memoryview
+                        for row in pg.rows(table=table)]
 
-    def stored(table):  # bytea comes back as a memoryview
-        return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in row) for row in pg.rows(table=table)]
-
-    assert deliver(pg.table)
-    assert stored(pg.table) == rows
-
-    loose = f"{pg.table}_loose"
-    pg.execute(f"CREATE TABLE {loose} (id bigint PRIMARY KEY, big bigint, small integer, flag boolean, "
-               "ratio double precision, amount numeric, name text, raw bytea, day text, at timestamptz, "
-               "local_at timestamp)")
-    assert not deliver(loose)
-    assert stored(loose) == [(*row[:8], None if row[8] is None else row[8].isoformat(), *row[9:]) for row in rows]
+    columns = ("id {id} PRIMARY KEY, big bigint, small {small}, flag boolean, ratio double precision, amount numeric, "
+               "name varchar(40), raw bytea, day {day}, at {at}, local_at timestamp")
+    wall_time = [(*row[:9], row[9] and row[9].replace(tzinfo=None), row[10]) for row in rows]
+    day_text = [(*row[:8], row[8] and row[8].isoformat(), *row[9:]) for row in rows]
+    cases = {  # table suffix -> (its columns, None: the sink creates it), binary?, rows stored
+        "created": (None, True, rows),
+        "wider": (dict(id="bigint", small="integer", day="date", at="timestamp"), True, wall_time),
+        "text_day": (dict(id="integer", small="smallint", day="text", at="timestamptz"), False, day_text),
+    }
+    for suffix, (kinds, binary, stored) in cases.items():
+        table = f"{pg.table}_{suffix}"
+        if kinds:
+            pg.execute(f"CREATE TABLE {table} ({columns.format(**kinds)})")
+        assert deliver(table) == (binary, stored), suffix

@@ -1,10 +1,10 @@
 """PostgreSQL destination: bulk load through a staging table, never row by row.
 
 Each batch is one transaction: ``COPY`` the records into a session-private temporary staging table
-(in Postgres's binary format, which pgpq encodes from the batch's Arrow table, when every column is
-of exactly the type the Arrow type encodes to — binary input converts nothing, so an int into a
-bigint column would be refused; else as CSV that ``pyarrow.csv`` writes, whose text Postgres
-converts; either way one vectorised call, no per-row Python), then apply
+(in Postgres's binary format, which pgpq encodes from the batch's Arrow table, when every column
+takes its field in binary — its own type, a wider integer, a timestamp column without zone; binary
+input converts nothing, see :data:`BINARY_COPY_TARGETS` — else as CSV that ``pyarrow.csv`` writes,
+whose text Postgres converts; either way one vectorised call, no per-row Python), then apply
 them to the target with one set-based statement per operation —
 ``INSERT … SELECT … ON CONFLICT (key) DO UPDATE`` (upsert), ``… DO NOTHING`` (insert),
 ``UPDATE … FROM staging`` (update) and ``DELETE … USING staging`` (delete). Upserts and deletes by key
@@ -132,15 +132,27 @@ def copy_csv(table) -> bytes:
     return out.getvalue()
 
 
-#: Arrow type (as :func:`_arrow_name` names it) -> the column types, as ``information_schema`` names them,
-#: whose binary ``COPY`` input reads pgpq's encoding of it. Binary input is strict (an int4 payload
-#: into a bigint column is refused), so only these exact pairs go binary.
-BINARY_COPY_TARGETS = {
-    "int64": ("bigint",), "int32": ("integer",), "int16": ("smallint",), "int8": ("smallint",),
-    "double": ("double precision",), "float": ("real",), "bool": ("boolean",),
-    "string": ("text", "character varying"), "large_string": ("text", "character varying"),
-    "decimal128": ("numeric",), "date32": ("date",), "binary": ("bytea",), "large_binary": ("bytea",),
-    "zoned timestamp": ("timestamp with time zone",), "timestamp": ("timestamp without time zone",),
+#: Column types that hold text: a string goes into each as it is.
+TEXT_COLUMNS: dict[str, str | None] = {"text": None, "character varying": None}
+#: Arrow type (as :func:`_arrow_name` names it) -> the column types (as ``information_schema`` names
+#: them) that take it in Postgres's binary ``COPY`` format, each with the Arrow type the values are
+#: cast to first (None: as they are). Binary input converts nothing — an int4 payload into a bigint
+#: column is refused — so an integer is cast up to its column's width, and a zoned timestamp goes
+#: into a column without zone as its UTC wall time, as the CSV path's ``…Z`` text does (Postgres
+#: ignores the zone of such a column's input). Pairs whose binary value would differ from the CSV
+#: path's (a float into a double precision column: CSV sends the float's shortest decimal text) or
+#: that need a conversion Postgres does (text into an enum, uuid or jsonb) are not here: CSV.
+BINARY_COPY_TARGETS: dict[str, dict[str, str | None]] = {
+    "int8": {"smallint": None, "integer": "int32", "bigint": "int64"},
+    "int16": {"smallint": None, "integer": "int32", "bigint": "int64"},
+    "int32": {"integer": None, "bigint": "int64"},
+    "int64": {"bigint": None},
+    "double": {"double precision": None}, "float": {"real": None}, "bool": {"boolean": None},
+    "string": TEXT_COLUMNS, "large_string": TEXT_COLUMNS,
+    "decimal128": {"numeric": None}, "date32": {"date": None},
+    "binary": {"bytea": None}, "large_binary": {"bytea": None},
+    "zoned timestamp": {"timestamp with time zone": None, "timestamp without time zone": None},
+    "timestamp": {"timestamp without time zone": None},
 }
 
 
@@ -157,13 +169,22 @@ def _arrow_name(kind) -> str:
     return str(kind)
 
 
-def binary_copy_fits(schema, column_types: dict[str, str]) -> bool:
-    """Whether every field of the Arrow ``schema`` can go in Postgres's binary ``COPY`` format into
-    the column of the same name (``column_types``: name -> type as ``information_schema`` names it).
-    Anything else — a text column taking numbers, an enum, jsonb, a bigint column taking ints, a
-    timestamp column without zone taking zoned values — goes as CSV, whose text Postgres converts."""
-    return all(column_types.get(field.name) in BINARY_COPY_TARGETS.get(_arrow_name(field.type), ())
-               for field in schema)
+def binary_ready(table, column_types: dict[str, str]):
+    """``table`` as it goes in Postgres's binary ``COPY`` format into the columns of the same names
+    (``column_types``: name -> type as ``information_schema`` names it), integers cast up to their
+    column's width; None when some column does not take its field in binary (see
+    :data:`BINARY_COPY_TARGETS`), and the batch goes as CSV, whose text Postgres converts."""
+    import pyarrow as pa
+
+    for i, field in enumerate(table.schema):
+        targets = BINARY_COPY_TARGETS.get(_arrow_name(field.type), {})
+        column = column_types.get(field.name)
+        if column not in targets:
+            return None
+        cast = targets[column]
+        if cast:
+            table = table.set_column(i, field.name, table.column(i).cast(pa.type_for_alias(cast)))
+    return table
 
 
 def copy_binary(table) -> bytes:
@@ -220,7 +241,7 @@ class PostgresSink(SqlSink):
         #: per connection by :meth:`_ready_connection`, switched off by a key conflict.
         self.copy_new_rows = False
         #: The target's column types (and the staging table's operation column), read per connection:
-        #: which batches may be COPY-ed in binary (:func:`binary_copy_fits`).
+        #: which batches may be COPY-ed in binary (:func:`binary_ready`).
         self.column_types: dict[str, str] = {}
 
     # --- connection ---------------------------------------------------------------------------
@@ -368,11 +389,11 @@ class PostgresSink(SqlSink):
 
     def _copy(self, cur, into: str, rows) -> None:
         """``COPY`` the Arrow table ``rows`` into the table ``into`` (columns named alike): in binary
-        where every column takes it (:func:`binary_copy_fits`), else as CSV."""
-        binary = binary_copy_fits(rows.schema, self.column_types)
-        body = copy_binary(rows) if binary else copy_csv(rows)
+        where every column takes it (:func:`binary_ready`), else as CSV."""
+        binary = binary_ready(rows, self.column_types)
+        body = copy_csv(rows) if binary is None else copy_binary(binary)
         cur.copy_expert(f"COPY {into} ({column_list(rows.column_names)}) FROM STDIN "
-                        f"WITH (FORMAT {'binary' if binary else 'csv'})", io.BytesIO(body))
+                        f"WITH (FORMAT {'csv' if binary is None else 'binary'})", io.BytesIO(body))
 
     def write_batch(self, records: Sequence[ChangeRecord]) -> list[Outcome]:
         import psycopg2
