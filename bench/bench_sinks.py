@@ -70,9 +70,10 @@ def sync(spark, warehouse: str, changes: dict, destination: dict, **options) -> 
     """Run the sync job (no consumer commit, so each sink gets the same change set); (seconds, result)."""
     from spark_jobs.entry import run
 
-    spec = {"job": "sink", "warehouse": warehouse, "changes": changes["changes"], "table": changes["table"],
-            "consumer": changes["consumer"], "primary_key": changes["primary_key"],
-            "to_version": changes["to_version"], "destination": destination, "commit": False, **options}
+    from spark_jobs.contract import change_set_fields
+
+    spec = {"job": "sink", "warehouse": warehouse, **change_set_fields(changes), "destination": destination,
+            "commit": False, **options}
     started = time.perf_counter()
     result = run(spark, spec)
     seconds = time.perf_counter() - started

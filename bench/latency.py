@@ -173,6 +173,7 @@ def _run_dag(home: Path, source: str) -> dict:
 def _warm(url: str, home: Path, source: str) -> dict:
     """The three jobs again in one open Connect session, for WARM_REPEATS new logical dates."""
     from airflow_reverse_etl.hooks.spark_job import spark_jobs_archive
+    from spark_jobs.contract import change_set_fields
     from spark_jobs.entry import run
     from spark_jobs.session import connect_session
 
@@ -204,8 +205,7 @@ def _warm(url: str, home: Path, source: str) -> dict:
             # mirror, not the DAG's upsert: these dates delete rows, and the destination must
             # equal the snapshot afterwards (the DAG's first date only inserts, where both agree)
             timed("sync", {**specs["sink"], "mode": "mirror", "logical_date": day, "run_id": f"warm-{day}",
-                           **{key: diff.get(key) for key in ("changes", "table", "consumer", "primary_key",
-                                                             "from_version", "to_version")}})
+                           **change_set_fields(diff)})
             changed.append(diff["counts"])
             correct.append(diff["counts"] == counts and destination_matches(home / "crm.db", version))
     return {"times": times, "changed": changed, "correct": all(correct)}

@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 
 from spark_jobs import consumers
-from spark_jobs.contract import Warehouse
+from spark_jobs.contract import Warehouse, change_set_fields
 from tests.support.jobs import job, job_error, write_parquet
 
 SCHEMA = "id INT, name STRING, city STRING"
@@ -34,9 +34,7 @@ def pipeline(spark, warehouse, tmp_path):
 
         def sync_spec(self, changes, **options):
             destination = options.pop("destination", {"type": "sqlite", "database": dest, "table": "customers"})
-            return dict(changes=changes["changes"], table=changes["table"], consumer=changes["consumer"],
-                        primary_key=changes["primary_key"], to_version=changes["to_version"],
-                        destination=destination, run_id="sync", **options)
+            return {**change_set_fields(changes), "destination": destination, "run_id": "sync", **options}
 
         def sync(self, changes, **options):
             return job(spark, "sink", warehouse, **self.sync_spec(changes, **options))
@@ -52,6 +50,32 @@ def pipeline(spark, warehouse, tmp_path):
                 return sorted(conn.execute(f"SELECT * FROM {table}").fetchall())
 
     return Pipeline()
+
+
+def test_the_plan_is_the_diffs_counts_of_the_change_set_version_it_syncs(pipeline):
+    """The diff counted its change set while writing it; a sync of that change set version plans from
+    those counts, mapped through the mode, and does not read the rows again to count them (shown by
+    counts that differ from the rows). Counts of another change set, or of this one before it was
+    written again (the same diff run twice), are not used: the rows are counted."""
+    pipeline.snapshot([(1, "a", "x"), (2, "b", "y"), (3, "c", "z")])
+    pipeline.sync(pipeline.diff())
+    pipeline.snapshot([(1, "A", "x"), (2, "b", "y"), (4, "d", "w")])
+    changes = pipeline.diff()
+    assert changes["counts"] == {"insert": 1, "update": 1, "delete": 1}
+    plans = {"upsert": {"upsert": 2}, "insert": {"insert": 1}, "update": {"update": 1},
+             "mirror": {"upsert": 2, "delete": 1}}
+    for mode, planned in plans.items():
+        assert pipeline.sync(changes, mode=mode, dry_run=True)["planned"] == planned, mode
+
+    claimed = {**changes, "counts": {"insert": 7, "update": 0, "delete": 0}}
+    assert pipeline.sync(claimed, dry_run=True)["planned"] == {"upsert": 7}
+    # counts of another change set that happens to be at the same Delta version
+    assert pipeline.sync(claimed, dry_run=True, counted_changes="changes/crm/other")["planned"] == {"upsert": 2}
+    again = pipeline.diff()  # the same change set, written once more: a newer version of it
+    assert again["outputs"][0]["version"] > changes["outputs"][0]["version"]
+    assert pipeline.sync(claimed, dry_run=True)["planned"] == {"upsert": 2}
+    assert pipeline.sync(again)["planned"] == {"upsert": 2}
+    assert pipeline.rows() == [(1, "A", "x"), (2, "b", "y"), (3, "c", "z"), (4, "d", "w")]
 
 
 def test_upsert_creates_the_table_and_commits(pipeline):

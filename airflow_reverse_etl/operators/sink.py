@@ -10,7 +10,7 @@ from airflow_reverse_etl.connections import connection_address, destination_sett
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from airflow_reverse_etl.lineage import destination_asset_uri, destination_dataset
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
-from spark_jobs.contract import SinkSpec, resolved_at_run_time
+from spark_jobs.contract import SinkSpec, change_set_fields, resolved_at_run_time
 
 if TYPE_CHECKING:
     from airflow.sdk import XComArg
@@ -105,9 +105,7 @@ class SinkOperator(ReverseEtlJobOperator):
         if not isinstance(changes, dict):  # rendered by now: an upstream .output is the diff's result
             raise ReverseEtlConfigError(f"changes must be a DiffOperator's result (diff.output), got {changes!r}")
         return SinkSpec.of(
-            changes=changes["changes"], table=changes["table"], consumer=changes["consumer"],
-            primary_key=changes["primary_key"], from_version=changes.get("from_version"),
-            to_version=changes["to_version"], destination=destination, mode=self.mode,
+            **change_set_fields(changes), destination=destination, mode=self.mode,
             field_mapping=self.field_mapping, constants=self.constants,
             max_delete_fraction=self.max_delete_fraction, allow_mass_delete=self.allow_mass_delete,
             max_reject_fraction=self.max_reject_fraction, dry_run=self.plan_only,

@@ -55,6 +55,7 @@ from spark_jobs.contract.specs import (
     SinkSpec,
     SnapshotSpec,
     WidenSpec,
+    change_set_fields,
     parse_spec,
     require_one_target,
 )
@@ -65,6 +66,6 @@ __all__ = [
     "JobSpec", "KafkaSource", "MaintenanceResult", "MaintenanceSpec", "RestoreResult", "RestoreSpec", "RetentionResult",
     "RetentionSpec", "SavepointResult", "SavepointSpec", "SinkResult", "SinkSpec", "SnapshotResult", "SnapshotSpec",
     "Warehouse", "WidenResult",
-    "WidenSpec", "resolved_at_run_time", "change_set_version", "job_dir_started", "parse_commit_metadata",
-    "parse_logical_date", "parse_spec", "require_one_target", "table_ref", "table_rel",
+    "WidenSpec", "resolved_at_run_time", "change_set_fields", "change_set_version", "job_dir_started",
+    "parse_commit_metadata", "parse_logical_date", "parse_spec", "require_one_target", "table_ref", "table_rel",
 ]

@@ -54,6 +54,19 @@ def count(value: Any) -> int:
     return integer(value)
 
 
+#: The kinds of change a diff counts (its result's ``counts``).
+CHANGE_KINDS = ("insert", "update", "delete")
+
+
+def change_counts(value: Any) -> dict[str, int]:
+    """``{insert|update|delete: rows}``, as a diff's result counts its change set."""
+    value = mapping(value)
+    unknown = sorted(set(value) - set(CHANGE_KINDS))
+    if unknown:
+        raise Invalid(f"counts per kind of change ({', '.join(CHANGE_KINDS)}), not {unknown}")
+    return {kind: count(n) for kind, n in value.items()}
+
+
 def renaming(value: Any) -> dict[str, str]:
     """``{old column: new column}``: names, each new name once."""
     value = mapping(value)
@@ -186,6 +199,12 @@ class SinkSpec(JobSpec):
     primary_key: list[str] = option(check=required_names, factory=list)
     from_version: int | None = option(None, optional(integer))
     to_version: int = option(None, integer)
+    # the diff's counts of the rows of change set ``counted_changes`` at its Delta version
+    # ``counted_version``: a sync of that very change set version plans from them instead of counting
+    # the rows again (the operator passes them on from the diff's result, see change_set_fields)
+    counts: dict[str, int] = option(check=change_counts, factory=dict)
+    counted_changes: str | None = option(None, optional(text))
+    counted_version: int | None = option(None, optional(integer))
     destination: dict[str, Any] = option(check=mapping, factory=dict)
     mode: str = option("upsert", one_of(*SINK_MODES))
     field_mapping: dict[str, str] = option(check=mapping, factory=dict)
@@ -198,6 +217,18 @@ class SinkSpec(JobSpec):
     commit: bool = option(True, flag)  # False: deliver without moving the consumer (benchmarks)
     # consumed change sets of this (consumer, table) kept after a successful sync, newest first
     keep_change_sets: int = option(DEFAULT_KEEP_CHANGE_SETS, count)
+
+
+def change_set_fields(diff_result: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`SinkSpec` fields that a diff's result (its XCom) gives: the change set, its table,
+    consumer, key and versions, and the diff's counts of its rows with the change set's version they
+    are true of."""
+    outputs = diff_result.get("outputs") or []  # the change set, at the version the diff wrote
+    return {"changes": diff_result["changes"], "table": diff_result["table"], "consumer": diff_result["consumer"],
+            "primary_key": diff_result["primary_key"], "from_version": diff_result.get("from_version"),
+            "to_version": diff_result["to_version"], "counts": diff_result.get("counts") or {},
+            "counted_changes": diff_result["changes"],
+            "counted_version": outputs[0].get("version") if len(outputs) == 1 else None}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,6 +47,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from spark_jobs import consumers, crashpoints, errors, progress, rejects, retention, runs
 from spark_jobs.columns import SYNC_COLUMNS, data_columns
+from spark_jobs.diff import COUNTED
 from spark_jobs.errors import ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets
@@ -161,6 +162,28 @@ def _with_resends(spark, wh: Warehouse, spec: SinkSpec, ops, key: list[str], mod
     return ops.select(*columns, "_op", "_change", "_key").unionByName(resend), ledger, resend
 
 
+def _counted(frame) -> dict[str, int]:
+    """Records per destination operation, counted: one aggregation over the operations."""
+    return {r["_op"]: r["count"] for r in frame.groupBy("_op").count().collect()}
+
+
+def _planned(frame, spec: SinkSpec, changes_version: int) -> dict[str, int]:
+    """Records per destination operation of the change set. The diff counted its rows while writing
+    them (its result's ``counts``); when the spec carries those counts for this change set at its
+    current version they are the plan, mapped through the mode, and the rows are not read once more
+    (at a million rows that read cost a sync ~0.5 s). Otherwise — no counts, counts of another
+    change set, or of this one before it was written again — :func:`_counted`."""
+    counted = (spec.counted_changes, spec.counted_version) == (spec.changes, changes_version)
+    if not counted or set(spec.counts) != set(COUNTED):
+        return _counted(frame)
+    planned: dict[str, int] = {}
+    for kind, rows in spec.counts.items():
+        op = OPERATION_BY_MODE[spec.mode].get(COUNTED[kind])
+        if op and rows:
+            planned[op] = planned.get(op, 0) + rows
+    return planned
+
+
 def _executor_job_error(exc: Exception) -> JobError | None:
     """A JobError raised by a sink on an executor reaches the driver buried in a Java stack trace;
     dig it out so the task fails with the sink's own explanation (the destination, the cause)."""
@@ -260,7 +283,7 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
                         secrets=read_secrets(destination.get("secrets_env"), "destination"))
     sink = sink_cls(config)
 
-    planned = {r["_op"]: r["count"] for r in frame.groupBy("_op").count().collect()}
+    planned = _planned(frame, spec, changes_version) if resend is None else _counted(frame)
     resent = 0 if resend is None else resend.count()
     progress_so_far.update(planned=planned, resent=resent)
     dry_run = spec.dry_run

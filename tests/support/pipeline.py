@@ -38,10 +38,9 @@ class Pipeline:
                    **diff_options)
 
     def spec(self, changes: dict[str, Any], destination: dict[str, Any], **options: Any) -> dict[str, Any]:
-        return {"changes": changes["changes"], "table": changes["table"], "consumer": changes["consumer"],
-                "primary_key": changes["primary_key"], "from_version": changes["from_version"],
-                "to_version": changes["to_version"], "destination": destination,
-                "run_id": f"sync-{self.steps}", **options}
+        from spark_jobs.contract import change_set_fields
+
+        return {**change_set_fields(changes), "destination": destination, "run_id": f"sync-{self.steps}", **options}
 
     def sync(self, changes: dict[str, Any], destination: dict[str, Any], **options: Any) -> dict[str, Any]:
         return job(self.spark, "sink", self.warehouse, **self.spec(changes, destination, **options))
