@@ -20,7 +20,7 @@ built once with the snapshot and diff jobs; then each destination is timed on it
 
 Two rates per sink, named apart:
 
-* ``*_job_*`` — the whole sync job: planning (a count per operation), reading the change set, the
+* ``*_job_*`` — the whole sync job: planning (from the diff's counts), reading the change set, the
   Python workers, delivery, the run history; Spark's fixed costs included;
 * ``*_delivery_*`` — the delivery phase only (the job's ``delivery_s``: reading the operations,
   sending, acknowledgements), which is what grows with N.
