@@ -68,6 +68,12 @@ def test_demo_run_shows_asset_metadata_links_and_lineage(airflow_db, monkeypatch
     assert links["_link_JobSpecLink"] == f"file://{result['job_dir']}/spec.json"
     spec = json.loads(Path(result["job_dir"], "spec.json").read_text())
     assert spec["job"] == "snapshot" and spec["run_id"] == run.run_id
+    # the sync plans from the diff's counts, which the operator handed on with the change set version
+    sync_result = tis["sync_crm"].xcom_pull(task_ids="sync_crm")
+    sync_spec = json.loads(Path(sync_result["job_dir"], "spec.json").read_text())
+    assert (sync_spec["counts"], sync_spec["counted_changes"], sync_spec["counted_version"]) == (
+        {"insert": 5, "update": 0, "delete": 0}, "changes/crm/snapshots/customers/full-v0", 0)
+    assert sync_result["planned"] == {"upsert": 5}
 
     # OpenLineage parent job, as the apache-spark provider hands it to Spark
     conf = snapshot.job_spark_conf(contexts["snapshot"])
