@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from spark_jobs import consumers
-from spark_jobs.contract import DiffResult, DiffSpec, table_ref
+from spark_jobs.contract import CHANGE_KINDS, DiffResult, DiffSpec, table_ref
 from spark_jobs.errors import AlreadyDeliveredError, ConfigError
 from spark_jobs.keys import require_columns
 from spark_jobs.lake import commit_info, latest_version, table_history
@@ -122,7 +122,7 @@ def as_inserts(df, version: int, timestamp):
 
 
 #: The result's count of each kind of change -> the change rows that count it (an update has two).
-COUNTED = {"insert": "insert", "update": "update_postimage", "delete": "delete"}
+COUNTED = dict(zip(CHANGE_KINDS, ("insert", "update_postimage", "delete")))
 
 
 def write_counted(changes, uri: str) -> dict[str, int]:

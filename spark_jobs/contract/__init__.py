@@ -41,6 +41,7 @@ from spark_jobs.contract.results import (
     WidenResult,
 )
 from spark_jobs.contract.specs import (
+    CHANGE_KINDS,
     PAST_DATE_POLICIES,
     SINK_MODES,
     SPECS,
@@ -61,7 +62,7 @@ from spark_jobs.contract.specs import (
 )
 
 __all__ = [
-    "DELTA_CONF", "DELTA_PACKAGE", "PAST_DATE_POLICIES", "SINK_MODES", "SPARK_PACKAGES", "SPECS",
+    "CHANGE_KINDS", "DELTA_CONF", "DELTA_PACKAGE", "PAST_DATE_POLICIES", "SINK_MODES", "SPARK_PACKAGES", "SPECS",
     "BackfillResult", "BackfillSpec", "DiffResult", "DiffSpec", "HistoryResult", "HistorySpec", "JobResult",
     "JobSpec", "KafkaSource", "MaintenanceResult", "MaintenanceSpec", "RestoreResult", "RestoreSpec", "RetentionResult",
     "RetentionSpec", "SavepointResult", "SavepointSpec", "SinkResult", "SinkSpec", "SnapshotResult", "SnapshotSpec",
