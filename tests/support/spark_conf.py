@@ -11,6 +11,14 @@ tens of rows, on a 2-core machine:
   the files Delta writes, are the same; only how each operator evaluates its expressions differs,
   and Spark keeps the two paths equal.
 
+The long-lived JVMs of the suite (the in-process sessions, which live for the whole run, and the
+Spark Connect server) also take the throughput collector (:data:`LONG_LIVED_JVM_CONF`): G1, the JVM's
+default, runs concurrent threads (remembered-set refinement, marking) that compete for the two cores
+with everything else the suite runs, where the parallel collector does nothing between its short
+stop-the-world pauses on a heap of a gigabyte or two. Three test files in one process (24 tests):
+211-216 s -> 195 s. The short-lived spark-submit JVMs have their own settings
+(:mod:`tests.support.spark_submit`).
+
 The product and the benchmarks (``bench/``) keep Spark's defaults: at a million rows the generated
 code is what makes the jobs fast, and the benchmarks are where that path is measured.
 """
@@ -25,3 +33,7 @@ TEST_SPARK_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
+
+#: Spark conf of the JVMs that live for the whole run (in-process sessions, the Connect server): the
+#: throughput collector. ``defaultJavaOptions`` is prepended to a process's own ``extraJavaOptions``.
+LONG_LIVED_JVM_CONF = {"spark.driver.defaultJavaOptions": "-XX:+UseParallelGC"}

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.spark_conf import TEST_SPARK_CONF
+from tests.support.spark_conf import LONG_LIVED_JVM_CONF, TEST_SPARK_CONF
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "services" / "spark_connect.sh"
@@ -64,7 +64,8 @@ def _script(command: str, port: int, timeout: float) -> subprocess.CompletedProc
            # a test-sized server: small shuffles, a modest heap (the machine is shared)
            "ARETL_SPARK_CONNECT_MASTER": "local[2]", "ARETL_SPARK_CONNECT_DRIVER_MEMORY": "1g",
            "ARETL_SPARK_CONNECT_CONF": " ".join(f"{key}={value}" for key, value in {
-               **TEST_SPARK_CONF, "spark.sql.session.timeZone": "UTC", "spark.eventLog.enabled": "true",
+               **TEST_SPARK_CONF, **LONG_LIVED_JVM_CONF, "spark.sql.session.timeZone": "UTC",
+               "spark.eventLog.enabled": "true",
                "spark.eventLog.dir": f"file:{events}", "spark.eventLog.compress": "false"}.items())}
     return subprocess.run(["bash", str(SCRIPT), command], env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)

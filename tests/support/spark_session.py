@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.paths import JARS_DIR
-from tests.support.spark_conf import TEST_SPARK_CONF
+from tests.support.spark_conf import LONG_LIVED_JVM_CONF, TEST_SPARK_CONF
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +20,7 @@ def spark():
         jars_dir=str(JARS_DIR),
         conf={
             **TEST_SPARK_CONF,
+            **LONG_LIVED_JVM_CONF,
             "spark.ui.enabled": "false",
             "spark.sql.session.timeZone": "UTC",
             "spark.driver.memory": "2g",
