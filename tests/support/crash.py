@@ -60,10 +60,11 @@ def _run_with_local_spark(spec: dict[str, Any]) -> dict[str, Any]:
     from spark_jobs.entry import run
     from spark_jobs.session import build_session
     from tests.support.paths import JARS_DIR
-    from tests.support.spark_conf import TEST_SPARK_CONF
+    from tests.support.spark_conf import SHORT_LIVED_JVM_CONF, TEST_SPARK_CONF
 
     spark = build_session("aretl-crash", master="local[1]", jars_dir=str(JARS_DIR),
-                          conf={**TEST_SPARK_CONF, "spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC"})
+                          conf={**TEST_SPARK_CONF, **SHORT_LIVED_JVM_CONF, "spark.ui.enabled": "false",
+                                "spark.sql.session.timeZone": "UTC"})
     spark.sparkContext.setLogLevel("ERROR")
     return run(spark, spec)
 

@@ -16,8 +16,11 @@ Spark Connect server) also take the throughput collector (:data:`LONG_LIVED_JVM_
 default, runs concurrent threads (remembered-set refinement, marking) that compete for the two cores
 with everything else the suite runs, where the parallel collector does nothing between its short
 stop-the-world pauses on a heap of a gigabyte or two. Three test files in one process (24 tests):
-211-216 s -> 195 s. The short-lived spark-submit JVMs have their own settings
-(:mod:`tests.support.spark_submit`).
+211-216 s -> 195 s. A JVM that lives for a few seconds of tiny jobs (a spark-submit job, a crash
+test's killed driver) takes :data:`SHORT_LIVED_JVM_CONF` instead: its optimising (C2) compiler would
+spend much of that time on code the JVM then hardly runs again, so C1 alone
+(``-XX:TieredStopAtLevel=1``) and the serial collector (the demo DAG over spark-submit, nine jobs:
+202 s -> 159 s).
 
 The product and the benchmarks (``bench/``) keep Spark's defaults: at a million rows the generated
 code is what makes the jobs fast, and the benchmarks are where that path is measured.
@@ -34,6 +37,11 @@ TEST_SPARK_CONF = {
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
 
-#: Spark conf of the JVMs that live for the whole run (in-process sessions, the Connect server): the
-#: throughput collector. ``defaultJavaOptions`` is prepended to a process's own ``extraJavaOptions``.
+# ``defaultJavaOptions`` is prepended to a process's own ``extraJavaOptions`` (the hook sets the
+# driver's), so neither replaces the other.
+#: Spark conf of the JVMs that live for the whole run (in-process sessions, the Connect server)
 LONG_LIVED_JVM_CONF = {"spark.driver.defaultJavaOptions": "-XX:+UseParallelGC"}
+_SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData"
+#: Spark conf of the JVMs that live for seconds: spark-submit drivers and executors, killed drivers
+SHORT_LIVED_JVM_CONF = {"spark.driver.defaultJavaOptions": _SHORT_LIVED_JVM,
+                        "spark.executor.defaultJavaOptions": _SHORT_LIVED_JVM}

@@ -1,13 +1,10 @@
 """Test-sized client settings for the spark-submit processes the tests start.
 
-Each spark-submit job is a cold JVM that lives for a few seconds of tiny jobs. By default the JVM
-spends much of that time in its optimising (C2) compiler on code it then hardly runs again; C1 alone
-(``-XX:TieredStopAtLevel=1``) and the serial collector suit such a short, small-heap process (the demo
-DAG over spark-submit, nine jobs: 202 s -> 159 s). The settings go where a machine that submits jobs
-keeps its client configuration, ``spark-defaults.conf`` in ``SPARK_CONF_DIR``, which the hook hands to
-spark-submit with the rest of the environment: the hook's own ``--conf`` settings and the job code are
-those of a production run. ``spark.driver.defaultJavaOptions`` is prepended to the driver options the
-hook sets (``spark.driver.extraJavaOptions``), so neither replaces the other.
+Each spark-submit job is a cold JVM that lives for a few seconds of tiny jobs: it takes the
+short-lived JVM settings and the test-sized Spark settings of :mod:`tests.support.spark_conf`. They go
+where a machine that submits jobs keeps its client configuration, ``spark-defaults.conf`` in
+``SPARK_CONF_DIR``, which the hook hands to spark-submit with the rest of the environment: the hook's
+own ``--conf`` settings and the job code are those of a production run.
 
 Registered for every test module in tests/conftest.py (``pytest_plugins``), not imported, except
 :data:`SUBMIT_DEFAULTS`, which the standalone cluster's client configuration includes too.
@@ -19,14 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.spark_conf import TEST_SPARK_CONF
-
-_SHORT_LIVED_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:-UsePerfData"
+from tests.support.spark_conf import SHORT_LIVED_JVM_CONF, TEST_SPARK_CONF
 
 #: spark-defaults.conf entries for every spark-submit a test starts (executors: the cluster's)
 SUBMIT_DEFAULTS = {
-    "spark.driver.defaultJavaOptions": _SHORT_LIVED_JVM,
-    "spark.executor.defaultJavaOptions": _SHORT_LIVED_JVM,
+    **SHORT_LIVED_JVM_CONF,
     **TEST_SPARK_CONF,  # tiny tables on a 2-core machine, as in the in-process session and the Connect server
 }
 
