@@ -8,7 +8,7 @@ for bad input, that nothing was written and the error names the problem). As of 
 =================  =====  ==========================================================================
 kind               cells  what is checked
 =================  =====  ==========================================================================
-bad input          39     keys (null, duplicate, missing, NaN, too long for Postgres' index), empty
+bad input          50     keys (null, duplicate, missing, NaN, too long for Postgres' index), empty
                           source mirrored into a full destination, missing source path/table/JDBC
                           table, schema drift (add, drop, type change, rename), unknown sink type or
                           option, bad field_mapping, broken ``module:Class`` sinks, wide-table specs
@@ -20,18 +20,22 @@ bad input          39     keys (null, duplicate, missing, NaN, too long for Post
                           Postgres, Kafka and HTTP (each record delivered as itself or in the
                           reject ledger with the reason; the sync goes on), and a connection's
                           secrets absent from argv, spec, result, XCom, logs, tables and the Spark
-                          event logs, in spark-submit and Spark Connect mode
-crash point        8      SIGKILL of the job after the snapshot MERGE; after a sync's delivery;
+                          event logs, in spark-submit and Spark Connect mode; Kafka sources (a value
+                          that does not parse, no key, a key in two partitions, a missing topic,
+                          offsets deleted by retention); wide-table joins (a cycle, a join on its
+                          own column, a right-side key not unique, an unknown row kind)
+crash point        9      SIGKILL of the job after the snapshot MERGE; after a sync's delivery;
                           after its reject-ledger write; mid-delivery (a spark-submit driver, a
                           Connect client) with the re-run started at once while what the killed
                           run started may still send; after a widen's fold
                           (``sum`` not counted twice, ``_system/consumers`` caught up by the
-                          re-run); after the reverse-index update; a mirror sync failed midway
+                          re-run), also of a changelog's retractions (not subtracted twice); after
+                          the reverse-index update; a mirror sync failed midway
                           through its deletes — each followed by a plain re-run that converges
-concurrency        4      two and three syncs of one consumer at once (exactly one winner per
+concurrency        3      three syncs of one consumer at once (exactly one winner per
                           from-version, the committed version never moves backwards, the
-                          destination never behind it) and a stale re-run; two snapshot runs of one
-                          table; two widen runs of one wide table with a ``sum``
+                          destination never behind it), then a loser re-run: refused as stale; two
+                          snapshot runs of one table; two widen runs of one wide table with a ``sum``
 storage fault      4      the snapshot sensor/trigger over S3 (moto): an outage keeps it waiting
                           until the version appears, or times out saying so; a corrupt commit or a
                           directory without a Delta log ends the wait at once
