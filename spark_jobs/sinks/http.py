@@ -19,6 +19,8 @@ How responses are read:
 * 408, 429, 5xx, connection errors and timeouts — transient: the core retries the batch with
   backoff, waiting ``Retry-After`` (seconds or an HTTP date) when the server sends one.
 * 401/403 (credentials), 404/405 (wrong URL or method) — the destination is unusable: the sync fails.
+* 3xx — a 307/308 to the same origin is followed with the same method and body; any other redirect
+  fails the sync naming the status and the ``Location``: nothing of the batch counts as delivered.
 * Other 4xx — per-record errors from the body when present, else every record of the batch is
   rejected with the status and the start of the body.
 
@@ -35,9 +37,11 @@ Options: :class:`HttpOptions` — ``url`` (full) or ``endpoint`` (joined to the 
 from __future__ import annotations
 
 import email.utils
+import http.client
 import time
 from dataclasses import dataclass
 from typing import Sequence
+from urllib.parse import urljoin, urlsplit
 
 from spark_jobs.errors import ConfigError, DestinationError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities
@@ -48,6 +52,37 @@ FATAL_STATUSES = frozenset({401, 403, 404, 405})
 #: HttpHook extras that are request settings, not headers.
 NOT_HEADERS = frozenset({"headers", "auth_type", "verify", "timeout", "proxies", "cert", "stream",
                          "allow_redirects", "max_redirects", "trust_env", "check_response"})
+
+
+#: 307/308 redirects a write follows (same origin only) before it gives up.
+MAX_REDIRECTS = 5
+
+
+def same_origin(url: str, other: str) -> bool:
+    a, b = urlsplit(url), urlsplit(other)
+    return (a.scheme, a.hostname, a.port) == (b.scheme, b.hostname, b.port)
+
+
+def connection_failure(exc: Exception) -> str:
+    """What a connection error means for the batch: refused before the request went out (nothing
+    was applied), or the connection closed after it was sent — the server may have applied the
+    batch, which is sent again (safely: records are applied by key)."""
+    if any(isinstance(e, (http.client.RemoteDisconnected, ConnectionResetError)) for e in _causes(exc)):
+        return ("lost its connection after sending the batch (the server may have applied it; it is sent "
+                "again, which is safe since records are applied by key)")
+    return "failed to connect"
+
+
+def _causes(exc: BaseException):
+    """``exc`` and what it wraps: requests and urllib3 pass the socket's error on as an argument."""
+    seen: list[BaseException] = []
+    pending: list[BaseException] = [exc]
+    while pending and len(seen) < 20:
+        error = pending.pop()
+        seen.append(error)
+        pending += [a for a in error.args if isinstance(a, BaseException)]
+        pending += [e for e in (error.__cause__, error.__context__) if e is not None]
+    return seen
 
 
 def retry_after(value: str | None) -> float | None:
@@ -142,11 +177,11 @@ class HttpSink(Sink):
 
         assert self.session is not None, "the sink is not open"
         try:
-            response = self.session.request(self.method, self.url, data=self.payload(records), timeout=self.timeout)
+            response = self._send(self.payload(records))
         except requests.Timeout as exc:
             raise RetryableError(f"{self.method} {self.url} timed out after {self.timeout}s") from exc
         except requests.ConnectionError as exc:
-            raise RetryableError(f"{self.method} {self.url} failed to connect: {exc}") from exc
+            raise RetryableError(f"{self.method} {self.url} {connection_failure(exc)}: {exc}") from exc
         status = response.status_code
         if status in TRANSIENT_STATUSES:
             raise RetryableError(f"HTTP {status} from {self.url}: {response.text[:200]}",
@@ -160,6 +195,29 @@ class HttpSink(Sink):
         if 200 <= status < 300:
             return [None] * len(records)
         return [Rejected(f"HTTP {status}: {response.text[:500]}")] * len(records)
+
+    def _send(self, body: bytes):
+        """One request of ``body``, following only redirects that keep the method and the body (307,
+        308) and only to the same origin, where the connection's credentials belong. Any other
+        redirect is refused: requests would follow a 301/302/303 as a GET without the body, whose 2xx
+        counted as delivered although the server received nothing."""
+        assert self.session is not None and self.url, "the sink is not open"
+        url: str = self.url
+        for _ in range(MAX_REDIRECTS + 1):
+            response = self.session.request(self.method, url, data=body, timeout=self.timeout,
+                                            allow_redirects=False)
+            if not response.is_redirect:
+                return response
+            location = urljoin(url, response.headers["Location"])
+            if response.status_code not in (307, 308) or not same_origin(url, location):
+                raise DestinationError(
+                    f"HTTP {response.status_code} from {self.method} {url} redirects to {location}: a write is "
+                    "not followed there (301/302/303 would resend it as a GET without its records, another "
+                    "origin would get the connection's credentials). Nothing of this batch was delivered; "
+                    "point the destination's url or endpoint at the redirect's target.")
+            url = location
+        raise DestinationError(f"{self.method} {self.url} redirected more than {MAX_REDIRECTS} times "
+                               f"(last to {url}); nothing of this batch was delivered")
 
     def _record_errors(self, response, size: int) -> list[Outcome] | None:
         """Outcomes from the body's per-record errors, or None when the body reports none."""

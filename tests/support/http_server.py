@@ -32,6 +32,10 @@ Responses:
 * ``401`` ``{"error": "unauthorized"}`` with ``WWW-Authenticate``: auth required and missing/wrong.
 * ``429`` ``{"error": "rate limited"}`` with ``Retry-After: N`` (injected). Nothing applied.
 * ``500`` ``{"error": "injected server error"}`` (injected). Nothing applied.
+* ``3xx`` with ``Location`` (:meth:`HttpDestination.redirect`): a write to any path but the target is
+  redirected, not applied; a ``GET`` of any path then answers ``200 {"ok": true}``, as a web server
+  whose target is a page does — what a client following a 301 as a GET without the body would count
+  as delivered.
 * hang (injected): the server sits on the request for ``seconds`` (longer than the client's
   timeout), then either drops the connection without answering and without applying
   (``then="drop"``, the default) or applies the batch and answers 200 (``then="apply"``: the
@@ -50,6 +54,7 @@ Faults are queued and consumed in the order they were added, one per request tha
     server.reject_records(lambda r: r["key"]["id"] % 10 == 0, error="bad email")  # per-record errors
     server.require_bearer_token("s3cret")        # or require_basic_auth("user", "pw"); clear_auth()
     server.hold_until_concurrent(3, timeout=30)  # hold requests until 3 are held at once
+    server.redirect(301, "/batch/")              # answer writes to other paths with a redirect there
 
 
 ``times=None`` makes a fault permanent (it stays at the head of the queue). ``hold_until_concurrent``
@@ -142,6 +147,7 @@ class _State:
     in_flight: int = 0  # requests received and not yet answered or dropped
     max_in_flight: int = 0
     gate: "_Gate | None" = None
+    redirect: tuple[int, str] | None = None  # (status, location): see HttpDestination.redirect
 
 
 @dataclass
@@ -216,7 +222,12 @@ class _Handler(BaseHTTPRequestHandler):
     # -- verbs -----------------------------------------------------------------------------------
     def do_GET(self) -> None:
         owner = self.server.owner
-        if self.path.rstrip("/") == "/health":
+        if owner._state.redirect is not None and self.path.rstrip("/") not in ("/health", "/table"):
+            with owner._lock:
+                owner._state.requests.append(RecordedRequest("GET", self.path, dict(self.headers.items()), b"",
+                                                             None, time.time(), time.monotonic(), 200, "get"))
+            self._send_json(200, {"ok": True})
+        elif self.path.rstrip("/") == "/health":
             self._send_json(200, {"ok": True})
         elif self.path.rstrip("/") == "/table":
             self._send_json(200, {"rows": owner.rows()})
@@ -357,6 +368,12 @@ class HttpDestination:
         with self._lock:
             self._state.gate = _Gate(n, timeout)
 
+    def redirect(self, status: int, location: str) -> None:
+        """Answer every write to a path other than ``location`` with ``status`` and ``Location:
+        location``, applying nothing; writes to ``location`` itself are handled as usual."""
+        with self._lock:
+            self._state.redirect = (status, location)
+
     def clear_faults(self) -> None:
         with self._lock:
             self._state.faults.clear()
@@ -486,6 +503,10 @@ class HttpDestination:
             self._finish(rec, 401, "unauthorized", payload)
             return
 
+        redirect = self._state.redirect
+        if redirect is not None and h.path != redirect[1]:
+            self._reply(h, rec, redirect[0], "redirected", {"moved": redirect[1]}, {"Location": redirect[1]})
+            return
         if fault is not None and fault.kind == "hang":
             self._stopping.wait(fault.seconds)
             if fault.then == "drop" or self._stopping.is_set():
