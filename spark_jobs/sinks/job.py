@@ -280,7 +280,8 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
     frame, key_fields, fields = apply_mapping(ops, key, spec.field_mapping, spec.constants)
     schema = {f.name: f.dataType.simpleString() for f in frame.schema.fields if f.name not in SYNC_COLUMNS}
     config = SinkConfig(destination=destination, key_fields=key_fields, fields=fields, mode=mode,
-                        secrets=read_secrets(destination.get("secrets_env"), "destination"))
+                        secrets=read_secrets(destination.get("secrets_env"), "destination"),
+                        delivered_version=spec.from_version)
     sink = sink_cls(config)
 
     planned = _planned(frame, spec, changes_version) if resend is None else _counted(frame)
@@ -366,7 +367,7 @@ def _restore_committed_rows(spark, wh: Warehouse, spec: SinkSpec, ops, sink, con
     if now.version is None or now.version == spec.to_version:
         return ""  # the winner committed what this sync sent: nothing to restore
     key, mode = spec.primary_key, spec.mode
-    columns = [c for c in ops.columns if not c.startswith("_")]
+    columns = data_columns(ops.columns)
     snapshot = read_table(spark, wh.uri(spec.table), now.version)
     sent = ops.select(F.col("_key").alias("key"), F.col("_change").alias("change")).distinct()
     resend = rejects.resend_frame(sent, snapshot, key, columns, RESEND_OPERATION[mode], mode == "mirror")
