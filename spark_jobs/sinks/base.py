@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
-from spark_jobs.errors import ConfigError
+from spark_jobs.errors import ConfigError, DestinationError
 from spark_jobs.sinks.options import SinkOptions
 
 if TYPE_CHECKING:
@@ -71,6 +71,21 @@ class SinkConfig:
     fields: list[str]
     mode: str
     secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    #: The version this consumer delivered last, when the change set holds only what changed since
+    #: (None: it holds the whole version — a first sync or a full resync).
+    delivered_version: int | None = None
+
+    def check_may_create(self, what: str) -> None:
+        """Refuse to create the missing destination ``what`` from a change set that is not the whole
+        version. The consumer delivered before, so the destination was removed by hand since;
+        re-created from this change set it would hold a fraction of the source, and the commit would
+        say it holds all of it."""
+        if self.delivered_version is not None:
+            raise DestinationError(
+                f"{what} does not exist, but this consumer already delivered version {self.delivered_version} "
+                "to it: created now it would hold only this change set's rows. Nothing was sent. Restore it, "
+                "or, to rebuild it from the whole version, run the diff with full_resync=True "
+                "(DiffOperator(full_resync=True)) and sync that change set.")
 
     @property
     def options(self) -> dict[str, Any]:

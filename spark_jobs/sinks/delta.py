@@ -70,6 +70,7 @@ class DeltaSink(FrameSink):
     def prepare(self, schema: dict[str, str]) -> None:
         target = self._target(_session())
         if target is None:
+            self.config.check_may_create(f"The {self.format} table at {self.path}")
             return
         columns = {f.name: f.dataType.simpleString() for f in target.schema.fields}
         new_fields(f"the {self.format} table at {self.path}", columns, schema, self.options.schema_evolution,

@@ -120,6 +120,7 @@ class KafkaSink(Sink):
         if not create:
             raise DestinationError(f"Kafka topic {self.topic!r} does not exist; create it (a compacted topic suits "
                                    "an upsert stream) or pass create_topic={'partitions': N}")
+        self.config.check_may_create(f"Kafka topic {self.topic!r}")
         create = create if isinstance(create, dict) else {}
         new = NewTopic(self.topic, num_partitions=int(create.get("partitions", 1)),
                        replication_factor=int(create.get("replication_factor", 1)),

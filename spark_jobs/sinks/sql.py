@@ -153,6 +153,7 @@ class SqlSink(Sink):
                 if not self.options.create_table:
                     raise DestinationError(f"{self.label} table {self.table_name()} does not exist (create_table "
                                            "is off)")
+                self.config.check_may_create(f"{self.label} table {self.table_name()}")
                 cur.execute(self.create_table(schema))
                 return
             added = new_fields(f"{self.label} table {self.table_name()}", {n: c.type for n, c in columns.items()},
