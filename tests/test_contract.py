@@ -97,7 +97,7 @@ def test_values_are_normalized():
      ["to_version=None", "an integer"]),
     ({"job": "sink", "changes": "c", "table": "t", "consumer": "c", "primary_key": ["id"], "to_version": 1,
       "counts": {"inserts": 1}}, ["counts=", "insert, update, delete", "['inserts']"]),
-    ({"job": "snapshot", "name": "a/b", "primary_key": ["id"]}, ["name='a/b'", "without '/'"]),
+    ({"job": "snapshot", "name": "a/b", "primary_key": ["id"]}, ["name='a/b'", "holds '/'"]),
     ({"job": "maintenance", "table": "t", "retain_hours": -1}, ["retain_hours=-1", ">= 0"]),
     ({"job": "diff", "table": "t", "consumer": "c", "full_resync": "maybe"}, ["full_resync='maybe'", "true or false"]),
     ({"job": "backfill", "name": "c", "primary_key": ["id"], "logical_dates": []}, ["logical_dates=[]", "non-empty"]),

@@ -51,7 +51,7 @@ def spec(**changes):
     ({"aggregations": {"k": "sum"}}, "field 'k' cannot be aggregated"),
     ({"aggregations": {"cust_name": "max"}}, "cannot be aggregated"),
     ({"primary_key": []}, "a primary_key is required"),
-    ({"name": "a/b"}, "must be a non-empty name without '/'"),
+    ({"name": "a/b"}, "holds '/'"),
     ({"sources": []}, "no sources"),
     ({"colour": 1}, "unknown option(s) ['colour']"),
     ({"partition_by": ["cust_name"]}, "partition_by ['cust_name'] must name distinct primary key or full-join"),

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Sequence
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_reverse_etl import config
-from airflow_reverse_etl.exceptions import ReverseEtlConfigError
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError, spec_validation
 from airflow_reverse_etl.lineage import table_asset
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
 from airflow_reverse_etl.operators.snapshot import SnapshotOperator
@@ -28,7 +28,7 @@ def known_table(snapshot: Any) -> str | None:
     """The snapshot table a diff reads, when the DAG file already says it: a table name, or the
     output of a SnapshotOperator whose name is not templated."""
     if isinstance(snapshot, str):
-        return table_rel(snapshot)
+        return None if resolved_at_run_time(snapshot) else table_rel(snapshot)
     upstream = getattr(snapshot, "operator", None)
     if isinstance(upstream, SnapshotOperator) and not resolved_at_run_time(upstream.name):
         return f"snapshots/{upstream.name}"
@@ -80,7 +80,8 @@ class DiffOperator(ReverseEtlJobOperator):
         self.columns = columns
         self.full_resync = full_resync
         self.primary_key = primary_key
-        table = known_table(snapshot)
+        with spec_validation():
+            table = known_table(snapshot)
         if table:
             self.declare_outlets(change_feed_rel(consumer, table))
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from datetime import date
 from typing import Any, Callable, ClassVar, TypeVar
 
-from spark_jobs.contract.layout import Warehouse
+from spark_jobs.contract.layout import Warehouse, path_name_problem, relative_path_problem
 from spark_jobs.errors import ConfigError
 
 Check = Callable[[Any], Any]
@@ -47,9 +47,19 @@ def required_text(value: Any) -> str:
     return value
 
 
-def plain_name(value: Any) -> str:
-    if not isinstance(value, str) or not value or "/" in value:
-        raise Invalid("a non-empty name without '/'")
+def path_name(value: Any) -> str:
+    """A name that becomes a folder under the warehouse (:func:`~spark_jobs.contract.layout.path_name_problem`)."""
+    problem = path_name_problem(value)
+    if problem:
+        raise Invalid(f"a name that can be a folder under the warehouse; this one {problem}")
+    return value
+
+
+def relative_path(value: Any) -> str:
+    """A place under the warehouse, named relative to it (``snapshots/customers``)."""
+    problem = relative_path_problem(value)
+    if problem:
+        raise Invalid(f"a path under the warehouse made of names; this one {problem}")
     return value
 
 

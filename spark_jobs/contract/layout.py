@@ -86,11 +86,44 @@ def job_dir_started(folder_name: str) -> datetime | None:
         return None
 
 
+def path_name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be one part of a path under the warehouse, or None when it can.
+
+    Snapshot, wide-table, history, consumer and savepoint names become folders: ``..`` would write
+    outside the warehouse (a consumer ``../../escaped``), ``.`` or an empty name onto the folder
+    above (a snapshot ``..`` made the warehouse root a Delta table). Quotes, spaces and dots inside a
+    name are fine."""
+    if not isinstance(name, str) or not name:
+        return "is empty"
+    if name in (".", ".."):
+        return f"is {name!r}, which names the folder it is in or the one above, not a folder of its own"
+    odd = sorted({c for c in name if c in "/\\" or ord(c) < 32 or ord(c) == 127})
+    if odd:
+        return f"holds {''.join(odd)!r} (path separators and control characters are not allowed)"
+    return None
+
+
+def relative_path_problem(path: Any) -> str | None:
+    """Why ``path`` (``snapshots/customers``, a change set's folder) cannot name a place under the
+    warehouse, or None: every part of it must be a name (:func:`path_name_problem`)."""
+    if not isinstance(path, str) or not path.strip("/"):
+        return "is empty"
+    for part in path.strip("/").split("/"):
+        problem = path_name_problem(part)
+        if problem:
+            return f"has a part that {problem}"
+    return None
+
+
 def table_rel(table: str | None) -> str:
     """A table named across the boundary: a bare name means ``snapshots/<name>``."""
     if not table:
         raise ConfigError("The spec names no 'table'")
-    return table.strip("/") if "/" in table else f"snapshots/{table}"
+    rel = table.strip("/") if "/" in table else f"snapshots/{table}"
+    problem = relative_path_problem(rel)
+    if problem:
+        raise ConfigError(f"Table {table!r} {problem}: tables are named by their path under the warehouse")
+    return rel
 
 
 def table_ref(wh: Warehouse, rel: str, version: int | None) -> dict[str, Any]:

@@ -19,7 +19,8 @@ from spark_jobs.contract.base import (
     one_of,
     option,
     optional,
-    plain_name,
+    relative_path,
+    path_name,
     required_names,
     required_text,
     text,
@@ -142,7 +143,7 @@ class SnapshotSpec(JobSpec):
     """Record ``source`` as one new version of ``snapshots/<name>`` (:mod:`spark_jobs.snapshot`)."""
 
     job: ClassVar[str] = "snapshot"
-    name: str = option("", plain_name)
+    name: str = option("", path_name)
     source: dict[str, Any] = option(check=source, factory=dict)
     primary_key: list[str] = option(check=required_names, factory=list)
     allow_schema_evolution: bool = option(False, flag)
@@ -180,8 +181,8 @@ class DiffSpec(JobSpec):
     """The net change set of ``table`` since ``consumer``'s committed version (:mod:`spark_jobs.diff`)."""
 
     job: ClassVar[str] = "diff"
-    table: str = option("", required_text)
-    consumer: str = option("", required_text)
+    table: str = option("", relative_path)
+    consumer: str = option("", path_name)
     to_version: int | None = option(None, optional(integer))
     primary_key: list[str] = option(check=names, factory=list)  # default: the one the table records
     columns: list[str] = option(check=names, factory=list)  # default: all
@@ -193,9 +194,9 @@ class SinkSpec(JobSpec):
     """Deliver a change set to ``destination``, then commit the consumer (:mod:`spark_jobs.sinks.job`)."""
 
     job: ClassVar[str] = "sink"
-    changes: str = option("", required_text)
-    table: str = option("", required_text)
-    consumer: str = option("", required_text)
+    changes: str = option("", relative_path)
+    table: str = option("", relative_path)
+    consumer: str = option("", path_name)
     primary_key: list[str] = option(check=required_names, factory=list)
     from_version: int | None = option(None, optional(integer))
     to_version: int = option(None, integer)
@@ -255,7 +256,7 @@ class SavepointSpec(_TableVersionSpec):
     """Protect a version of ``table`` from VACUUM (:mod:`spark_jobs.savepoints`)."""
 
     job: ClassVar[str] = "savepoint"
-    savepoint_name: str | None = option(None, optional(required_text))  # default: v<version>
+    savepoint_name: str | None = option(None, optional(path_name))  # default: v<version>
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -264,7 +265,7 @@ class HistorySpec(JobSpec):
 
     job: ClassVar[str] = "history"
     table: str = option("", lambda v: table_rel(required_text(v)))
-    name: str | None = option(None, optional(plain_name))  # default: the table's own name
+    name: str | None = option(None, optional(path_name))  # default: the table's own name
     primary_key: list[str] = option(check=names, factory=list)  # default: the one the table records
 
     @property

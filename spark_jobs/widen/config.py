@@ -51,6 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_jobs.contract.layout import path_name_problem
 from spark_jobs.errors import ConfigError
 
 # Aggregates whose result depends on the order rows arrive in: only a sequence (a group's G or the
@@ -181,8 +182,9 @@ def parse(spec: dict[str, Any]) -> WideTable:
     if not isinstance(spec, dict):
         raise ConfigError(f"A wide table spec is a dict, got {type(spec).__name__}")
     name = spec.get("name") or ""
-    if not name or "/" in name:
-        raise ConfigError(f"Wide table name {name!r} must be a non-empty name without '/'")
+    problem = path_name_problem(name)
+    if problem:
+        raise ConfigError(f"Wide table name {name!r} {problem}: it names the folder wide/<name> of the warehouse")
     where = f"Wide table {name}"
     known = {"name", "primary_key", "sources", "sequence_field", "sequence_groups", "aggregations",
              "listagg_delimiter", "ignore_delete", "ignore_retract", "partition_by"}
