@@ -16,6 +16,7 @@ from typing import Any
 from spark_jobs import consumers
 from spark_jobs.contract import CHANGE_KINDS, DiffResult, DiffSpec, table_ref
 from spark_jobs.errors import AlreadyDeliveredError, ConfigError
+from spark_jobs.expressions import balanced
 from spark_jobs.keys import require_columns
 from spark_jobs.lake import commit_info, latest_version, table_history
 from spark_jobs.renames import feed_ranges, to_head_names
@@ -48,9 +49,8 @@ def net_changes(cdf, key: list[str], columns: list[str], compare: list[str]):
     )
     existed = F.col("first.type").isin(*BEFORE_TYPES)
     exists = F.col("last.type").isin(*AFTER_TYPES)
-    same = F.lit(True)
-    for c in compare:
-        same = same & F.col(f"first.row.`{c}`").eqNullSafe(F.col(f"last.row.`{c}`"))
+    same = balanced([F.col(f"first.row.`{c}`").eqNullSafe(F.col(f"last.row.`{c}`")) for c in compare]
+                    or [F.lit(True)], lambda a, b: a & b)
     net = (
         F.when(~existed & exists, F.lit("insert"))
         .when(existed & ~exists, F.lit("delete"))
