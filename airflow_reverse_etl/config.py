@@ -32,3 +32,13 @@ def jars_dir() -> str | None:
 def spark_history_url() -> str | None:
     """The Spark history server's base URL, for the operators' "Spark application" link."""
     return _get("spark_history_url")
+
+
+def spark_connect_timeout() -> float:
+    """How long (seconds) a job run as a Spark Connect client waits for a server that stopped
+    answering before it fails with a retryable error: ``[reverse_etl] spark_connect_timeout``,
+    default 60."""
+    from spark_jobs.session import DEFAULT_SERVER_TIMEOUT_S
+
+    configured = _get("spark_connect_timeout")
+    return float(configured) if configured else DEFAULT_SERVER_TIMEOUT_S

@@ -128,6 +128,15 @@ def get_provider_info():
                         "example": "http://spark-history:18080",
                         "default": None,
                     },
+                    "spark_connect_timeout": {
+                        "description": "Seconds a job run as a Spark Connect client keeps retrying a server "
+                        "that stopped answering (killed, restarting) before it fails with a retryable error "
+                        "naming the server.",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "120",
+                        "default": "60",
+                    },
                 },
             }
         },

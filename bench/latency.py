@@ -278,11 +278,12 @@ def measure(work: Path) -> dict:
                         "warm_runs": warm["correct"]}}
 
 
-def record(result: dict, path: Path) -> None:
-    """Put ``result`` into the harness's table at ``path`` as scenario 7 of every repetition."""
+def record(result: dict, path: Path, scenario: str = "7") -> None:
+    """Put ``result`` into the harness's table at ``path`` as ``scenario`` of every repetition,
+    keeping the other scenarios."""
     report = json.loads(path.read_text())
     for run in report["runs"]:
-        run["scenarios"]["7"] = result
+        run["scenarios"][scenario] = result
     path.write_text(json.dumps(report, indent=2, default=str))
 
 

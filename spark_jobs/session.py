@@ -62,13 +62,28 @@ def build_session(
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 
 
+#: How long a Spark Connect client keeps retrying a server that stopped answering before the job
+#: fails (seconds); the Airflow side passes ``[reverse_etl] spark_connect_timeout``.
+DEFAULT_SERVER_TIMEOUT_S = 60.0
+#: The longest wait between two retries (ms): a server that is back is found within this.
+_MAX_BACKOFF_MS = 5000
+#: How long stopping a session may retry (s): releasing a dead server's session must not double the
+#: time a failed job takes; a session that is not released expires on the server by itself.
+_STOP_TIMEOUT_S = 5.0
+
+
 @contextlib.contextmanager
-def connect_session(url: str, session_id: str | None = None) -> Iterator[Any]:
+def connect_session(url: str, session_id: str | None = None,
+                    timeout_s: float = DEFAULT_SERVER_TIMEOUT_S) -> Iterator[Any]:
     """A new Spark Connect session of the server at ``url`` (``sc://host:port``) for the block,
     stopped (released on the server) afterwards, with Delta's exception classes registered. The
     server must have the Delta extension and catalog on (scripts/services/spark_connect.sh starts one).
     ``session_id`` (a UUID) names the server session instead of a random one: attaching to a session
     another client opened, or opening one a later client can find.
+
+    A server that stops answering (killed, restarting, unreachable) fails the session's calls after
+    about ``timeout_s`` seconds of retries (:func:`bounded_retries`), not after pyspark's default of
+    more than ten minutes, during which the caller would hang.
 
     pyspark switches the whole process to Connect mode when it creates the session; the switch is
     undone when the block ends, so a process may use classic sessions before and after (the test
@@ -79,15 +94,36 @@ def connect_session(url: str, session_id: str | None = None) -> Iterator[Any]:
     mode_before = os.environ.get(_CONNECT_MODE)
     try:
         session = SparkSession.builder.remote(with_session_id(url, session_id) if session_id else url).create()
+        session.client.set_retry_policies(bounded_retries(timeout_s))
         try:
             yield session
         finally:
-            session.stop()
+            session.client.set_retry_policies(bounded_retries(_STOP_TIMEOUT_S))
+            session.stop()  # best effort: pyspark logs a release that failed and closes the channel
     finally:
         if mode_before is None:
             os.environ.pop(_CONNECT_MODE, None)
         else:
             os.environ[_CONNECT_MODE] = mode_before
+
+
+def bounded_retries(timeout_s: float) -> list:
+    """pyspark's retry policy for a Spark Connect client (retry what the server reports as
+    unavailable, backing off), with as many retries as fit in ``timeout_s`` seconds counting the
+    largest jitter. pyspark's default retries 15 times up to a minute apart: a client whose server
+    was killed mid-job waits more than ten minutes before it fails."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    policy = DefaultPolicy(max_backoff=_MAX_BACKOFF_MS)
+    waited_ms, wait_ms, retries = 0.0, float(policy.initial_backoff), 0
+    while True:
+        worst = wait_ms + (policy.jitter if wait_ms >= policy.min_jitter_threshold else 0)
+        if waited_ms + worst > timeout_s * 1000:
+            break
+        waited_ms, retries = waited_ms + worst, retries + 1
+        wait_ms = min(float(_MAX_BACKOFF_MS), wait_ms * policy.backoff_multiplier)
+    policy.max_retries = retries
+    return [policy]
 
 
 def with_session_id(url: str, session_id: str) -> str:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import threading
 import uuid
 from dataclasses import dataclass
@@ -44,6 +45,20 @@ log = logging.getLogger(__name__)
 # One job at a time may change this process's environment (an Airflow task runs one job; tests may
 # run several in threads).
 _environment_lock = threading.Lock()
+
+# pyspark's addArtifacts(pyfile=True) calls importlib.invalidate_caches(), which makes an import
+# running at the same time in another thread fail with a KeyError: one upload at a time per process.
+_artifact_lock = threading.Lock()
+
+#: what a Spark Connect client reports when its server is gone (killed, unreachable) or was
+#: restarted under it (the session or operation it had is unknown to the new server)
+_LOST_SERVER = re.compile(r"StatusCode\.UNAVAILABLE|failed to connect to all addresses|Connection refused|"
+                          r"Socket closed|INVALID_HANDLE\.(?:SESSION|OPERATION)|NO_ACTIVE_SESSION")
+
+
+def lost_server(error: dict[str, Any]) -> bool:
+    """Whether a failed job's ``error`` is its Spark Connect server going away under it."""
+    return bool(_LOST_SERVER.search(f"{error.get('type')}: {error.get('message')}"))
 
 
 @contextlib.contextmanager
@@ -90,35 +105,66 @@ class TaskAttempt:
 
 class SparkConnectRunner:
     """Runs jobs on the Spark Connect server at ``url`` (``sc://host:port/;params``), for the task
-    ``attempt`` when given (else in a session with a random id, which no later attempt can find)."""
+    ``attempt`` when given (else in a session with a random id, which no later attempt can find).
+    A server that stops answering fails the job after about ``timeout_s`` seconds."""
 
     def __init__(self, url: str, spark_conf: dict[str, Any] | None = None,
-                 attempt: TaskAttempt | None = None) -> None:
+                 attempt: TaskAttempt | None = None, timeout_s: float | None = None) -> None:
+        from spark_jobs.session import DEFAULT_SERVER_TIMEOUT_S
+
         self.url = url
         self.spark_conf = dict(spark_conf or {})
         self.attempt = attempt
+        self.timeout_s = DEFAULT_SERVER_TIMEOUT_S if timeout_s is None else timeout_s
         self._session = None
 
     def run(self, spec: dict[str, Any], secrets: dict[str, str] | None, archive: str) -> dict[str, Any]:
         """Run the job ``spec`` names in a new session with ``archive`` (the zipped ``spark_jobs``)
-        shipped to it; return the job's result dict (``status`` success or failed)."""
+        shipped to it; return the job's result dict (``status`` success or failed).
+
+        Every failure ends as a failed result, never as a raised exception: one the job reports
+        itself, or one of opening, preparing or closing its session (a server that is down or was
+        lost mid-job, whose error then names the server), so the caller records it and raises its
+        typed error."""
+        from spark_jobs.entry import failure
+
+        log.info("Running the %s job on the Spark Connect server %s", spec.get("job"), server_label(self.url))
+        try:
+            result = self._run_in_session(spec, secrets, archive)
+        except Exception as exc:  # reported as the job's result, like a failure inside the job
+            result = {"status": "failed", "job": spec.get("job"), "error": failure(exc, spec.get("warehouse"))}
+        if result.get("status") != "success" and lost_server(result.get("error") or {}):
+            result["error"] = self._naming_the_server(result["error"])
+        return result
+
+    def _run_in_session(self, spec: dict[str, Any], secrets: dict[str, str] | None,
+                        archive: str) -> dict[str, Any]:
         from spark_jobs import entry
         from spark_jobs.session import connect_session
 
-        log.info("Running the %s job on the Spark Connect server %s", spec.get("job"), server_label(self.url))
         self.stop_earlier_attempts()
-        with connect_session(self.url, self.attempt.session_id() if self.attempt else None) as spark:
+        session_id = self.attempt.session_id() if self.attempt else None
+        with connect_session(self.url, session_id, self.timeout_s) as spark:
             self._session = spark
             try:
-                spark.addArtifacts(archive, pyfile=True)
+                # asked before the job: a session whose server died during the job cannot answer
+                where = entry.where(spark)
+                with _artifact_lock:
+                    spark.addArtifacts(archive, pyfile=True)
                 for key, value in self.spark_conf.items():  # runtime settings only: the server fixed the rest
                     spark.conf.set(key, str(value))
                 with environment(secrets or {}):
                     result = entry.run(spark, spec)
-                result["spark"] = entry.where(spark)
-                return result
+                return {**result, "spark": where}
             finally:
                 self._session = None
+
+    def _naming_the_server(self, error: dict[str, Any]) -> dict[str, Any]:
+        """``error`` as the retryable infrastructure failure it is, its message naming the server."""
+        message = (f"Lost the Spark Connect server {server_label(self.url)}: it stopped answering for "
+                   f"{self.timeout_s:g} s, or restarted and no longer knows the job's session; a retry "
+                   f"runs the job again once the server is back. {error.get('message')}")
+        return {**error, "message": message, "category": "infrastructure", "retryable": True}
 
     def stop_earlier_attempts(self) -> None:
         """Interrupt what the task's earlier attempts left running on the server, and release their
@@ -130,7 +176,7 @@ class SparkConnectRunner:
             return
         for earlier in range(1, self.attempt.try_number):
             try:
-                with connect_session(self.url, self.attempt.session_id(earlier)) as left:
+                with connect_session(self.url, self.attempt.session_id(earlier), self.timeout_s) as left:
                     interrupted = left.interruptAll()
             except Exception as exc:  # a closed or expired session: nothing left to stop
                 log.debug("Attempt %d's Spark Connect session: %s", earlier, exc)

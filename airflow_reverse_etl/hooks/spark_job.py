@@ -191,7 +191,7 @@ class SparkJobHook(BaseHook):
                           attempt: TaskAttempt | None) -> dict[str, Any]:
         from airflow_reverse_etl.hooks.spark_connect_runner import SparkConnectRunner
 
-        self._connect_runner = SparkConnectRunner(url, self.spark_conf, attempt)
+        self._connect_runner = SparkConnectRunner(url, self.spark_conf, attempt, config.spark_connect_timeout())
         try:
             return self._connect_runner.run(spec, secrets, spark_jobs_archive())
         finally:

@@ -21,6 +21,14 @@
 #
 # Everything binds to loopback; the web UI is off. The server runs with PYTHONPATH unset: executors
 # import the job library only from what a session ships (addArtifacts(..., pyfile=True)).
+#
+# Python workers are started per task, not forked from a daemon (spark.python.use.daemon=false):
+# Spark 4.2 keys its Python worker factories by the Connect session (SPARK_JOB_ARTIFACT_UUID, which
+# every session has, artifacts or not) and never drops them (SPARK-54055), so with the daemon every
+# session that ran Python left a ~47 MB pyspark.daemon process behind until the server stopped. A
+# worker started per task exits when it is done, and the process count stays flat. What still stays
+# per session is a sleeping thread ("Idle Worker Monitor") and a small object in the JVM: restart a
+# long-lived server now and then (bench/connect_leak.py measures both; README, Spark Connect mode).
 # Idempotent: `start` on a running server only prints its URL. Works from any cwd, no stdin.
 set -euo pipefail
 
@@ -104,6 +112,7 @@ start() {
       --conf spark.ui.showConsoleProgress=false \
       --conf spark.databricks.delta.snapshotPartitions=4 \
       --conf spark.pyspark.python="$python" \
+      --conf spark.python.use.daemon=false \
       "${extra[@]}" \
       spark-internal >> "$logfile" 2>&1 < /dev/null
   ) 9>&- &  # the server must not inherit (and hold forever) the start lock

@@ -17,6 +17,7 @@ Registered for every test module in tests/conftest.py (``pytest_plugins``), not 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -24,6 +25,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -41,10 +43,47 @@ class SparkConnectServer:
     log_file: Path
     event_log_dir: Path  # the server's Spark event logs (the secrets test searches them)
 
+    def pid(self) -> int:
+        """The server JVM's process id (the script's pid file)."""
+        return int((self.log_file.parent / "server.pid").read_text())
+
+    def footprint(self) -> "Footprint":
+        """The server's Python worker processes (children of its JVM) and memory, now."""
+        import psutil
+
+        jvm = psutil.Process(self.pid())
+        workers = [p for p in jvm.children(recursive=True) if _is_python_worker(p)]
+        jvm_rss = jvm.memory_info().rss
+        return Footprint(python_workers=len(workers), jvm_rss_mib=round(jvm_rss / 2**20, 1),
+                         total_rss_mib=round((jvm_rss + sum(_rss(p) for p in workers)) / 2**20, 1),
+                         jvm_threads=jvm.num_threads())
+
     def airflow_connection(self) -> str:
         """The server as an Airflow connection of the apache-spark provider's ``spark_connect`` type,
         in the JSON form of an ``AIRFLOW_CONN_<ID>`` environment variable."""
         return f'{{"conn_type": "spark_connect", "host": "sc://127.0.0.1", "port": {self.port}}}'
+
+
+@dataclass(frozen=True)
+class Footprint:
+    python_workers: int  # pyspark.daemon / pyspark.worker processes under the server's JVM
+    jvm_rss_mib: float
+    total_rss_mib: float  # the JVM and its Python workers
+    jvm_threads: int
+
+
+def _is_python_worker(process) -> bool:
+    try:
+        return any(arg.startswith("pyspark.") for arg in process.cmdline())
+    except Exception:  # it exited while we looked
+        return False
+
+
+def _rss(process) -> int:
+    try:
+        return process.memory_info().rss
+    except Exception:  # it exited while we looked
+        return 0
 
 
 def free_port() -> int:
@@ -89,21 +128,43 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _is_main_process(config) and not config.stash.get(_was_running, True):
         port = int(os.environ[PORT_ENV])
         if _script("status", port, 60).returncode == 0:  # a test started it
-            _script("stop", port, 120)
-            shutil.rmtree(_state_dir(port) / "events", ignore_errors=True)  # tens of MB per run; the log stays
+            stop_server(port)
+
+
+def start_server(port: int) -> SparkConnectServer:
+    """Start the script's server on ``port`` (or find it running there)."""
+    started = _script("start", port, 240)
+    if started.returncode != 0:
+        raise RuntimeError(f"Could not start the Spark Connect server:\n{started.stderr}")
+    state_dir = _state_dir(port)
+    return SparkConnectServer(url=started.stdout.strip(), port=port, log_file=state_dir / "server.log",
+                              event_log_dir=state_dir / "events")
+
+
+def stop_server(port: int) -> None:
+    _script("stop", port, 120)
+    shutil.rmtree(_state_dir(port) / "events", ignore_errors=True)  # tens of MB per run; the log stays
+
+
+@contextlib.contextmanager
+def own_server() -> Iterator[SparkConnectServer]:
+    """A server of its own on a free port, for a test that kills it or a benchmark that measures
+    it (the run's server is shared); stopped afterwards, whatever the block did to it."""
+    port = free_port()
+    try:
+        yield start_server(port)
+    finally:
+        stop_server(port)
 
 
 @pytest.fixture(scope="session")
 def spark_connect_server():
     """The run's Spark Connect server, started on first use (stopped by :func:`pytest_unconfigure`)."""
-    port = int(os.environ[PORT_ENV])
-    started = _script("start", port, 240)
-    if started.returncode != 0:
+    try:
+        return start_server(int(os.environ[PORT_ENV]))
+    except RuntimeError as exc:
         # a server that started too slowly must not outlive the run: pytest_unconfigure stops it
-        pytest.fail(f"Could not start the Spark Connect server:\n{started.stderr}", pytrace=False)
-    state_dir = _state_dir(port)
-    return SparkConnectServer(url=started.stdout.strip(), port=port, log_file=state_dir / "server.log",
-                              event_log_dir=state_dir / "events")
+        pytest.fail(str(exc), pytrace=False)
 
 
 @pytest.fixture
