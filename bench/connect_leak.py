@@ -1,4 +1,4 @@
-"""Scenario 8, a long-lived Spark Connect server: ``--jobs`` jobs (default 201: snapshot -> diff ->
+"""Scenario 10, a long-lived Spark Connect server: ``--jobs`` jobs (default 201: snapshot -> diff ->
 sync rounds, the sync delivering to a real HTTP destination from the server's Python workers), each
 run as an Airflow task runs it (:class:`SparkConnectRunner`: a new session per job), against one
 server started by ``scripts/services/spark_connect.sh`` as the tests start theirs
@@ -15,7 +15,7 @@ threads, and the RSS of the JVM and its Python workers together are sampled:
   "Idle Worker Monitor" thread stays per session, SPARK-54055), the per-round samples.
 
 ``python -m bench.connect_leak --out FILE [--jobs N] [--record]``; ``--record`` merges the result into
-``bench/results/latest.json`` as ``scenarios["8"]``, keeping the other scenarios.
+``bench/results/latest.json`` as ``scenarios["10"]``, keeping the other scenarios.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def main() -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--jobs", type=int, default=201)
     parser.add_argument("--record", action="store_true",
-                        help="also merge the result into bench/results/latest.json as scenarios['8']")
+                        help="also merge the result into bench/results/latest.json as scenarios['10']")
     args = parser.parse_args()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -75,7 +75,7 @@ def main() -> int:
     result["figures"]["load_avg_at_start"] = [round(x, 1) for x in os.getloadavg()]
     out.write_text(json.dumps(result, indent=2))
     if args.record:
-        record(result, REPO / "bench" / "results" / "latest.json", "8")
+        record(result, REPO / "bench" / "results" / "latest.json", "10")
     print(json.dumps(result["figures"], indent=2))
     return 0
 
