@@ -255,17 +255,20 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
         raise
     stats = result.stats
     total = sum(result.planned.values())
-    too_many = (fraction is not None and not result.dry_run and total
-                and stats["rejected"] > fraction * total)
+    rejected = stats["rejected"]
+    # A change set the destination refused whole was not delivered at all: never green, whatever the
+    # fraction (ledger rows that are refused again alone leave the run green, as before).
+    refused_all = total > result.resent and rejected >= total
+    too_many = not result.dry_run and (refused_all or (fraction is not None and rejected > fraction * total))
     status = "dry_run" if result.dry_run else "too_many_rejects" if too_many else "success"
     run = record_run(status)
     result = replace(result, run={k: run[k] for k in ("status", "started_at", "finished_at", "duration_s", "outcomes")})
     if too_many:
+        limit = "every one of them" if refused_all else f"more than max_reject_fraction={fraction:g}"
         raise DestinationError(
-            f"{stats['rejected']} of {total} records ({stats['rejected'] / total:.1%}) were rejected by {label}, "
-            f"more than max_reject_fraction={fraction:g}. The {stats['sent']} delivered records are "
-            f"committed (version {spec.to_version}); the rejected ones are in _system/rejects with their "
-            "errors and will be sent again on the next run."
+            f"{rejected} of {total} records ({rejected / total:.1%}) were rejected by {label}, {limit}. "
+            f"The {stats['sent']} delivered records are committed (version {spec.to_version}); the "
+            "rejected ones are in _system/rejects with their errors and will be sent again on the next run."
         )
     return result
 

@@ -130,3 +130,18 @@ def test_destination_table_dropped_by_hand(spark, warehouse, tmp_path):
         assert conn.execute("SELECT id, name, city FROM customers ORDER BY id").fetchall() == changed
     published = spark.read.format("delta").load(delta_path)
     assert sorted(tuple(r) for r in published.select("id", "name", "city").collect()) == changed
+
+
+@pytest.mark.fault("destination fault", "HTTP destination refusing every batch (400): the run fails, nothing lost")
+def test_a_sync_the_destination_refused_whole_is_not_green(spark, warehouse, tmp_path, http_destination):
+    server = http_destination
+    server.respond_400(times=None)
+    p = Pipeline(spark, warehouse, tmp_path)
+    changes = p.step(ROWS)
+    error = p.sync_error(changes, {"type": "http", "url": server.url})  # max_reject_fraction left at None
+    assert error["type"] == "DestinationError", error
+    assert "20 of 20 records (100.0%) were rejected" in error["message"] and "every one" in error["message"]
+    assert len(p.ledger()) == 20 and p.runs()[-1]["status"] == "too_many_rejects"
+    server.clear_faults()  # fixed: the next run re-sends the ledger's records
+    result = p.sync(p.step(ROWS), {"type": "http", "url": server.url})
+    assert result["resent"] == 20 and as_rows(server) == ROWS and p.ledger() == []

@@ -50,6 +50,7 @@ Faults are queued and consumed in the order they were added, one per request tha
 
     server.respond_429(times=2, retry_after=1)   # the next two requests get 429
     server.respond_500(times=1)                  # ... then one 500
+    server.respond_400(times=None)               # every request from then on gets 400
     server.hang(times=1, seconds=3)              # ... then one that hangs
     server.reject_records(lambda r: r["key"]["id"] % 10 == 0, error="bad email")  # per-record errors
     server.require_bearer_token("s3cret")        # or require_basic_auth("user", "pw"); clear_auth()
@@ -120,7 +121,7 @@ class RecordedRequest:
 
 @dataclass
 class _Fault:
-    kind: str  # "429" | "500" | "hang"
+    kind: str  # "400" | "429" | "500" | "hang"
     remaining: int | None  # None: forever
     retry_after: Any = None
     seconds: float = 0.0
@@ -326,6 +327,10 @@ class HttpDestination:
         """Answer the next `times` requests with 500 (body: JSON to send instead of the default)."""
         self._add_fault(_Fault("500", times, body=body))
 
+    def respond_400(self, times: int | None = 1) -> None:
+        """Answer the next `times` requests with 400 (a body the server will not take), applying nothing."""
+        self._add_fault(_Fault("400", times))
+
     def hang(self, times: int | None = 1, seconds: float = 5.0, then: str = "drop") -> None:
         """Sit on the next `times` requests for `seconds`, then drop the connection unanswered and
         unapplied (``then="drop"``) or apply the batch and answer normally (``then="apply"``)."""
@@ -522,6 +527,9 @@ class HttpDestination:
             payload = {"error": "rate limited"}
             headers = {} if fault.retry_after is None else {"Retry-After": str(fault.retry_after)}
             self._reply(h, rec, 429, "rate_limited", payload, headers)
+            return
+        elif fault is not None and fault.kind == "400":
+            self._reply(h, rec, 400, "bad_request", {"error": "injected: the server will not take this batch"})
             return
         elif fault is not None and fault.kind == "500":
             payload = fault.body if fault.body is not None else {"error": "injected server error"}
