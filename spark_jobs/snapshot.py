@@ -41,7 +41,7 @@ from spark_jobs import crashpoints, rebuild, upsert_kafka
 from spark_jobs.columns import CDF_COLUMNS, check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
 from spark_jobs.diff import AFTER_TYPES, BEFORE_TYPES, net_changes
-from spark_jobs.errors import ConfigError, SchemaDriftError
+from spark_jobs.errors import ConcurrentWriteError, ConfigError, SchemaDriftError, explain
 from spark_jobs.keys import check_key_counts, check_primary_key, require_columns
 from spark_jobs.lake import (
     TABLE_PROPERTIES,
@@ -65,6 +65,48 @@ log = logging.getLogger(__name__)
 
 
 def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
+    """Record the source as one new version for the spec's logical date (or return the version
+    already recorded for it). A run that loses a commit race to the run of a *later* date fails with
+    the error its retry would meet — this date is now in the past — instead of a retryable conflict
+    whose every retry would be refused."""
+    try:
+        return _record(spark, spec)
+    except Exception as exc:
+        conflict = explain(exc, spec.warehouse)
+        if not isinstance(conflict, ConcurrentWriteError):
+            raise
+        overtaken = _overtaken(spark, spec)
+        if overtaken is None:
+            raise
+        raise overtaken from exc
+
+
+def _overtaken(spark, spec: SnapshotSpec) -> ConfigError | None:
+    """The refusal of this run's date when a later date was recorded while it ran, else None."""
+    if not spec.logical_date or spec.on_past_date == "rebuild":
+        return None
+    entries = table_history(spark, spec.lake.uri(spec.rel)) or []
+    recorded = recorded_in(entries)
+    newest = max(recorded, key=parse_logical_date, default=None)
+    if newest is None or parse_logical_date(spec.logical_date) >= parse_logical_date(newest):
+        return None
+    return _past_date_refused(spec, newest, recorded[newest]["version"],
+                              "The run of that date committed while this one was writing; nothing of this run "
+                              "was committed, and a plain retry would be refused like this. ")
+
+
+def _past_date_refused(spec: SnapshotSpec, newest: str, version: int, why: str = "") -> ConfigError:
+    logical_date = spec.logical_date
+    return ConfigError(
+        f"Snapshot {spec.name}: logical date {logical_date} is older than the newest recorded one "
+        f"({newest}, version {version}). {why}Versions follow logical dates, so a "
+        f"past date is not inserted by default. Run it with on_past_date=\"rebuild\" to rebuild "
+        f"the history forward: restore the table to the date before {logical_date}, record it, "
+        "and replay the later dates from their recorded versions."
+    )
+
+
+def _record(spark, spec: SnapshotSpec) -> SnapshotResult:
     wh = spec.lake
     name, rel = spec.name, spec.rel
     uri = wh.uri(rel)
@@ -88,13 +130,7 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
         newest = max(recorded, key=parse_logical_date, default=None)
         if newest and parse_logical_date(logical_date) < parse_logical_date(newest):
             if spec.on_past_date != "rebuild":
-                raise ConfigError(
-                    f"Snapshot {name}: logical date {logical_date} is older than the newest recorded one "
-                    f"({newest}, version {recorded[newest]['version']}). Versions follow logical dates, so a "
-                    f"past date is not inserted by default. Run it with on_past_date=\"rebuild\" to rebuild "
-                    f"the history forward: restore the table to the date before {logical_date}, record it, "
-                    "and replay the later dates from their recorded versions."
-                )
+                raise _past_date_refused(spec, newest, recorded[newest]["version"])
             rebuilding = rebuild.start(spark, uri, recorded, spec)
 
     # a Delta source is pinned to the exact version read: the result names it, the commit records it

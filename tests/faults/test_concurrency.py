@@ -7,6 +7,7 @@ destination equals the source: nothing lost, nothing duplicated."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 
@@ -120,6 +121,47 @@ def test_two_snapshot_runs_of_one_table(spark, warehouse, tmp_path, monkeypatch)
     assert again["status"] == "success" and again["version"] == 2 and again["rows"] == 9, again
     assert rows_of(spark.read.format("delta").load(table)) == full
     assert rows_of(spark.read.format("delta").option("versionAsOf", 1).load(table)) == third
+
+
+@pytest.mark.fault("concurrency", "two snapshot dates racing, the later one (unchanged) wins: the earlier is "
+                                  "refused as past, not left to retries that never succeed")
+def test_an_earlier_date_overtaken_by_a_later_one(spark, warehouse, tmp_path, monkeypatch):
+    from spark_jobs import snapshot
+
+    full = [(i, f"n{i}", "x") for i in range(6)]
+    source_a, source_b = str(tmp_path / "a"), str(tmp_path / "b")
+    write_parquet(spark, source_a, full, "id INT, name STRING, city STRING")
+    write_parquet(spark, source_b, full[:2], "id INT, name STRING, city STRING")
+
+    def snap(session, source, day, **options):
+        return run(session, {"job": "snapshot", "warehouse": warehouse, "name": "t", "primary_key": ["id"],
+                             "source": {"format": "parquet", "path": source}, **options,
+                             "logical_date": f"2026-01-{day:02d}T00:00:00+00:00", "run_id": f"run-{day}"})
+
+    assert snap(spark, source_a, 8)["status"] == "success"
+    # 01-09 (source B: changes) is held at its MERGE; meanwhile 01-10 (source A: unchanged) records.
+    reached, release = threading.Event(), threading.Event()
+    held(monkeypatch, snapshot, "_merge", "earlier", release, reached)
+    outcome: dict = {}
+    earlier = threading.Thread(target=lambda: outcome.update(r=snap(spark.newSession(), source_b, 9)), name="earlier")
+    earlier.start()
+    assert reached.wait(300), outcome
+    assert snap(spark.newSession(), source_a, 10)["version"] == 1
+    release.set()
+    earlier.join(300)
+    lost = outcome["r"]
+    # Not a retryable conflict: its retries would all be refused as older than 01-10.
+    assert lost["status"] == "failed" and lost["error"]["type"] == "ConfigError", lost
+    assert not lost["error"]["retryable"] and 'on_past_date="rebuild"' in lost["error"]["message"]
+    assert "2026-01-10" in lost["error"]["message"]
+    # What it says to do records the date in order.
+    rebuilt = snap(spark, source_b, 9, on_past_date="rebuild")
+    assert rebuilt["status"] == "success", rebuilt
+    table = spark.sql(f"DESCRIBE HISTORY delta.`{warehouse}/snapshots/t`").orderBy("version").collect()
+    dates = [json.loads(r["userMetadata"]).get("logical_date") for r in table if r["userMetadata"]]
+    recorded = [d for d in dates if d]
+    assert recorded[-2:] == ["2026-01-09T00:00:00+00:00", "2026-01-10T00:00:00+00:00"], recorded
+    assert rows_of(spark.read.format("delta").load(f"{warehouse}/snapshots/t")) == full
 
 
 WIDE = {"name": "totals", "primary_key": ["k"], "aggregations": {"amount": "sum"},
