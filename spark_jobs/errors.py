@@ -154,6 +154,16 @@ def _relative(table_path: str, warehouse: str | None) -> str:
     return table_path
 
 
+def spark_condition(exc: BaseException) -> str | None:
+    """The error condition (class) Spark reports for ``exc`` (``COLUMN_ALREADY_EXISTS``, ...), in a
+    classic session and over Spark Connect alike; None for an exception that is not Spark's."""
+    condition = getattr(exc, "getCondition", None)
+    try:
+        return condition() if callable(condition) else None
+    except Exception:  # an exception from the JVM whose condition cannot be read
+        return None
+
+
 def explain(exc: BaseException, warehouse: str | None = None) -> JobError | None:
     """The :class:`JobError` that explains ``exc``: itself, or the :class:`ConcurrentWriteError` a
     Delta commit conflict becomes; None when nothing explains it (a bug or an unexpected failure)."""

@@ -23,7 +23,7 @@ import re
 from typing import Any
 
 from spark_jobs import upsert_kafka
-from spark_jobs.errors import ConfigError
+from spark_jobs.errors import ConfigError, spark_condition
 from spark_jobs.row_hash import without_row_hash
 
 FORMATS = ("jdbc", "delta", "parquet", "csv", "kafka")
@@ -40,6 +40,19 @@ def describe(source: dict[str, Any]) -> str:
 
 
 def read_source(spark, source: dict[str, Any]):
+    """The source as a DataFrame (lazily: only its schema is read here)."""
+    try:
+        return _read(spark, source)
+    except Exception as exc:
+        if spark_condition(exc) == "COLUMN_ALREADY_EXISTS":  # Spark compares names case-insensitively
+            raise ConfigError(
+                f"Source {describe(source)} has columns whose names differ only in case ({exc}). Spark and the "
+                "snapshot table treat them as one name: rename one in the source (a JDBC query with AS, a "
+                "view). Nothing was written.") from None
+        raise
+
+
+def _read(spark, source: dict[str, Any]):
     fmt = source.get("format")
     if fmt not in FORMATS:
         raise ConfigError(f"Unknown source format {fmt!r}; expected one of {', '.join(FORMATS)}")
@@ -66,7 +79,7 @@ def read_source(spark, source: dict[str, Any]):
     try:
         return reader.format(fmt).load(path)
     except Exception as exc:  # AnalysisException: PATH_NOT_FOUND and friends
-        if "PATH_NOT_FOUND" in str(exc) or "does not exist" in str(exc):
+        if spark_condition(exc) == "PATH_NOT_FOUND" or "does not exist" in str(exc):
             raise ConfigError(f"Source path {path!r} ({fmt}) does not exist") from None
         raise
 

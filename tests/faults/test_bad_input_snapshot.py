@@ -68,6 +68,22 @@ def test_a_refused_source_leaves_the_table_as_it_was(spark, recorded, tmp_path, 
     assert_unchanged(spark, recorded)
 
 
+@pytest.mark.fault("bad input", "source columns whose names differ only in case")
+def test_columns_differing_only_in_case_are_named(spark, recorded, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "source"
+    source.mkdir()  # written without Spark, which refuses such a schema on write
+    pq.write_table(pa.table({"id": [1], "name": ["ann"], "city": ["oslo"], "Name": ["Ann"]}), source / "part.parquet")
+    for warehouse in (recorded, str(tmp_path / "first")):  # a later run and a first run
+        error = refused(spark, warehouse, {"format": "parquet", "path": str(source)})
+        assert (error["type"], error["retryable"]) == ("ConfigError", False), error
+        assert "differ only in case" in error["message"] and "`name`" in error["message"], error["message"]
+    assert_unchanged(spark, recorded)
+    assert not is_delta_table(spark, str(tmp_path / "first" / "snapshots" / "customers"))
+
+
 @pytest.mark.fault("bad input", "column name with a dot on a first run")
 def test_a_first_run_with_an_unusable_column_name_creates_no_table(spark, recorded, tmp_path):
     """Spark reads a dotted name as a struct field: before this check the snapshot passed and every
