@@ -18,7 +18,7 @@ from spark_jobs.contract import CHANGE_KINDS, DiffResult, DiffSpec, table_ref
 from spark_jobs.errors import AlreadyDeliveredError, ConfigError
 from spark_jobs.expressions import balanced
 from spark_jobs.keys import require_columns
-from spark_jobs.lake import commit_info, latest_version, table_history
+from spark_jobs.lake import commit_info, latest_version, require_intact, table_history
 from spark_jobs.renames import feed_ranges, to_head_names
 from spark_jobs.row_hash import read_table
 
@@ -148,7 +148,7 @@ def run_diff(spark, spec: DiffSpec) -> DiffResult:
     table_rel = spec.table
     consumer = spec.consumer
     uri = wh.uri(table_rel)
-    entries = table_history(spark, uri)  # the one read of the table's log: existence, latest, target
+    entries = require_intact(table_history(spark, uri), uri)  # the one read of the log: existence, latest, target
     if entries is None:
         raise ConfigError(f"Table {table_rel} does not exist at {uri}; run its snapshot first")
     to_version = entries[0]["version"] if spec.to_version is None else spec.to_version

@@ -14,6 +14,7 @@ The taxonomy::
     ├── ConfigError                 config: the spec asks for something impossible
     ├── DataQualityError            data: null or duplicate primary keys
     ├── SchemaDriftError            data: the source's columns moved
+    ├── CorruptTableError           data: a Delta log is damaged
     ├── DestinationError            config: the destination refused the sync
     └── RetryableError              infrastructure: transient, try again (with ``retry_after``)
         ├── DestinationUnreachableError   the destination could not be reached
@@ -64,6 +65,14 @@ class DestinationError(JobError):
     """The destination refused the sync: its schema does not match (missing table, column or type), a
     safety limit tripped (mass delete, too many rejects), or it rejected a batch for good. Sending the
     same changes again fails the same way until someone changes the destination or the options."""
+
+
+class CorruptTableError(JobError):
+    """A Delta log the jobs read is damaged (a commit file truncated, emptied or failing its
+    checksum). Reading it again finds the same damage, so it is not retried; someone must repair or
+    restore the table first."""
+
+    category = "data"
 
 
 class RetryableError(JobError):

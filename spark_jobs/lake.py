@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from typing import Any, Iterator, Sequence
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from spark_jobs.contract import parse_commit_metadata
-from spark_jobs.errors import ConfigError, is_write_conflict
+from spark_jobs.errors import ConfigError, CorruptTableError, is_write_conflict
 from spark_jobs.key_pruning import listed_keys
 
 METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
@@ -132,13 +133,26 @@ def _quiet_connect_errors() -> Iterator[None]:
         logger.disabled = previous
 
 
+#: What Delta's reads report about a commit file that is damaged: Hadoop's checksum of a local file,
+#: or JSON that does not parse (cut off mid-line on a store without checksums).
+_DAMAGED_LOG = re.compile(r"(ChecksumException|JsonParseException|JsonEOFException|Unexpected end-of-input)"
+                          r"(?:[^\n]*?(\S*_delta_log/\d+\.json))?")
+
+
 def history(spark, uri: str, limit: int | None = None) -> list[dict[str, Any]]:
     """Commit history, newest first, with ``userMetadata`` parsed as JSON where it is JSON.
 
-    One row per version, so this is proportional to the number of versions, not to the data.
+    One row per version, so this is proportional to the number of versions, not to the data. A
+    damaged commit file is a :class:`~spark_jobs.errors.CorruptTableError` naming it.
     """
-    frame = spark.sql(f"DESCRIBE HISTORY {delta_path(uri)}" + (f" LIMIT {int(limit)}" if limit else ""))
-    rows = frame.select("version", "timestamp", "operation", "operationMetrics", "userMetadata").collect()
+    try:  # DESCRIBE HISTORY runs when the statement is made (a command), not when its rows are read
+        frame = spark.sql(f"DESCRIBE HISTORY {delta_path(uri)}" + (f" LIMIT {int(limit)}" if limit else ""))
+        rows = frame.select("version", "timestamp", "operation", "operationMetrics", "userMetadata").collect()
+    except Exception as exc:
+        damaged = _DAMAGED_LOG.search(str(exc))
+        if damaged is None:
+            raise
+        raise damaged_log(uri, f"{damaged.group(2) or 'a commit file'} is damaged ({damaged.group(1)})") from exc
     out = []
     for row in rows:
         entry = row.asDict()
@@ -161,6 +175,24 @@ def table_history(spark, uri: str, limit: int | None = None) -> list[dict[str, A
         if (exc.getCondition() or "").split(".")[0] in _NOT_A_DELTA_TABLE:
             return None
         raise
+
+
+def damaged_log(uri: str, what: str) -> CorruptTableError:
+    return CorruptTableError(
+        f"The Delta log of {uri} is damaged: {what}. Nothing was written. Restore the table's _delta_log from a "
+        "backup; if the damaged file is the newest commit and losing that version is acceptable, delete it (and "
+        "its .crc), which returns the table to the version before, and re-run the run that wrote it.")
+
+
+def require_intact(entries: list[dict[str, Any]] | None, uri: str) -> list[dict[str, Any]] | None:
+    """``entries`` (a table's history) of a table only the jobs write, refused when a version has no
+    commit information: every commit the jobs make carries it, so its commit file was emptied or cut
+    before it (Delta reads an empty commit file as a version that changed nothing). Writing on top
+    would bury the damage; a diff would silently skip the version's changes."""
+    broken = [e["version"] for e in entries or [] if not e.get("operation")]
+    if broken:
+        raise damaged_log(uri, f"version(s) {broken} have no commit information (an empty or cut commit file)")
+    return entries
 
 
 def latest_version(spark, uri: str) -> int:

@@ -52,6 +52,7 @@ from spark_jobs.lake import (
     latest_version,
     merge_into,
     on_top_of,
+    require_intact,
     table_history,
 )
 from spark_jobs.partitions import check_layout, check_new_layout, pruned
@@ -113,7 +114,8 @@ def _record(spark, spec: SnapshotSpec) -> SnapshotResult:
     key = spec.primary_key
     logical_date = spec.logical_date
     source = spec.source
-    entries = table_history(spark, uri)  # the one read of the table's log before writing (None: no table)
+    # the one read of the table's log before writing (None: no table)
+    entries = require_intact(table_history(spark, uri), uri)
     exists = entries is not None
     rebuilding: dict[str, Any] | None = None  # the replay plan when this run inserts a past date
     # Recorded dates first: a re-run reads nothing, and a past date is refused before the source

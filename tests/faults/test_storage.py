@@ -164,3 +164,33 @@ def test_a_directory_of_plain_files_is_not_waited_for(spark, warehouse):
     event = first_event(DeltaVersionTrigger(uri=plain, min_version=0, poll_interval=0.2, deadline=time.time() + 60))
     assert event["status"] == "error" and event["category"] == "config"
     assert f"{plain} holds files written without Delta (_SUCCESS, no _delta_log)" in event["message"]
+
+
+@pytest.mark.fault("storage fault", "the newest commit file of a snapshot table cut short or emptied: the jobs "
+                                    "stop with a data error naming it, not a retryable one")
+@pytest.mark.parametrize("damage", ["cut", "emptied"])
+def test_a_damaged_newest_commit_stops_the_jobs(spark, warehouse, tmp_path, damage):
+    from spark_jobs.entry import run
+
+    source = str(tmp_path / "source")
+    uri = f"{warehouse}/snapshots/c"
+
+    def snapshot(rows, day):
+        write_parquet(spark, source, rows, "id INT, v STRING")
+        return run(spark, {"job": "snapshot", "warehouse": warehouse, "name": "c", "primary_key": ["id"],
+                           "source": {"format": "parquet", "path": source}, "logical_date": D.format(day),
+                           "run_id": f"r{day}"})
+
+    assert snapshot([(1, "a")], 1)["status"] == snapshot([(1, "b")], 2)["status"] == "success"
+    newest = sorted(Path(uri, "_delta_log").glob("*.json"))[-1]
+    text = newest.read_bytes()
+    newest.write_bytes(text[: len(text) // 2] if damage == "cut" else b"")
+    diff = run(spark, {"job": "diff", "warehouse": warehouse, "table": "snapshots/c", "consumer": "crm"})
+    for failed in (snapshot([(1, "c")], 3), diff):
+        error = failed.get("error") or {}
+        assert (error.get("type"), error.get("category"), error.get("retryable")) == \
+            ("CorruptTableError", "data", False), failed
+        assert "Delta log of" in error["message"] and "Nothing was written" in error["message"]
+        if damage == "cut":
+            assert newest.name in error["message"]
+    assert len(list(Path(uri, "_delta_log").glob("*.json"))) == 2  # nothing written on top of it
