@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from spark_jobs import crashpoints, rebuild, upsert_kafka
@@ -107,6 +108,20 @@ def _past_date_refused(spec: SnapshotSpec, newest: str, version: int, why: str =
     )
 
 
+def _refuse_far_future(spec: SnapshotSpec) -> None:
+    """Refuse a new logical date more than ``future_margin_s`` after now, before anything is read."""
+    if not spec.logical_date:
+        return
+    now = datetime.now(timezone.utc)
+    ahead = (parse_logical_date(spec.logical_date) - now).total_seconds()
+    if ahead > spec.future_margin_s:
+        raise ConfigError(
+            f"Snapshot {spec.name}: logical date {spec.logical_date} is {ahead / 86400:,.1f} days after now "
+            f"({now.isoformat(timespec='seconds')}), more than future_margin_s={spec.future_margin_s:g}. Once "
+            "recorded, every real date would be refused as older than it; a date that far ahead is most likely a "
+            "typo. Nothing was written. If it is meant, pass a future_margin_s that reaches it.")
+
+
 def _record(spark, spec: SnapshotSpec) -> SnapshotResult:
     wh = spec.lake
     name, rel = spec.name, spec.rel
@@ -135,6 +150,7 @@ def _record(spark, spec: SnapshotSpec) -> SnapshotResult:
                 raise _past_date_refused(spec, newest, recorded[newest]["version"])
             rebuilding = rebuild.start(spark, uri, recorded, spec)
 
+    _refuse_far_future(spec)
     # a Delta source is pinned to the exact version read: the result names it, the commit records it
     source = pin_delta_source(spark, source, logical_date)
     # a Kafka source is fixed at the end offsets of its partitions now (spark_jobs.upsert_kafka)

@@ -42,6 +42,9 @@ class SnapshotOperator(ReverseEtlJobOperator):
         the date before, record this date, replay the later dates from their own recorded versions,
         and move the consumers committed at a replayed date to its new version
         (:mod:`spark_jobs.rebuild`). The result's ``replayed`` maps those dates to their new versions.
+    :param future_margin_s: how far after now a logical date may lie, in seconds (default a day).
+        A date further ahead — a typo such as ``2206-01-03`` — fails before anything is written: once
+        recorded it would refuse every real date as older than the newest.
 
     Returns (XCom) ``{table, uri, version, logical_date, run_id, rows, inserted, updated, deleted,
     primary_key, reused, replayed, inputs, outputs}``.
@@ -56,11 +59,14 @@ class SnapshotOperator(ReverseEtlJobOperator):
     def __init__(self, *, name: str, source: dict[str, Any], primary_key: str | list[str],
                  source_conn_id: str | None = None, allow_schema_evolution: bool = SnapshotSpec.allow_schema_evolution,
                  renames: dict[str, str] | None = None, partition_by: str | list[str] | None = None,
-                 on_past_date: str = SnapshotSpec.on_past_date, **kwargs: Any) -> None:
+                 on_past_date: str = SnapshotSpec.on_past_date,
+                 future_margin_s: float = SnapshotSpec.future_margin_s, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check_static(SnapshotSpec, name=name, source=source, primary_key=primary_key,
                                   allow_schema_evolution=allow_schema_evolution, renames=renames or {},
-                                  partition_by=partition_by or [], on_past_date=on_past_date)
+                                  partition_by=partition_by or [], on_past_date=on_past_date,
+                                  future_margin_s=future_margin_s)
+        self.future_margin_s = future_margin_s
         self.name = name
         self.source = source
         self.primary_key = primary_key
@@ -84,7 +90,7 @@ class SnapshotOperator(ReverseEtlJobOperator):
         return {"name": self.name, "source": source, "primary_key": self.primary_key,
                 "allow_schema_evolution": self.allow_schema_evolution, "renames": self.renames,
                 "partition_by": self.partition_by,
-                "on_past_date": self.on_past_date}, secrets
+                "on_past_date": self.on_past_date, "future_margin_s": self.future_margin_s}, secrets
 
     def build_spec(self, context):
         values, secrets = self.snapshot_values()

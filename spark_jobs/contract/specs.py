@@ -36,6 +36,9 @@ SINK_MODES = ("upsert", "insert", "update", "mirror")
 PAST_DATE_POLICIES = ("refuse", "rebuild")
 DEFAULT_RETAIN_HOURS = 168.0  # Delta's own default (delta.deletedFileRetentionDuration = 7 days)
 DEFAULT_MARGIN_S = 300.0
+#: How far after now a snapshot's logical date may lie by default: a day, for schedules in time zones
+#: ahead of the machine's and clocks a little off.
+DEFAULT_FUTURE_MARGIN_S = 86400.0
 #: Consumed change sets a sync keeps per (consumer, table) by default, newest first: enough to look
 #: at what the last syncs sent; the rest is deleted after each successful sync.
 DEFAULT_KEEP_CHANGE_SETS = 3
@@ -150,6 +153,9 @@ class SnapshotSpec(JobSpec):
     renames: dict[str, str] = option(check=renaming, factory=dict)  # spark_jobs.renames
     partition_by: list[str] = option(check=names, factory=list)  # spark_jobs.partitions
     on_past_date: str = option("refuse", one_of(*PAST_DATE_POLICIES))  # spark_jobs.rebuild
+    # how far after now a logical date may lie: a typo such as 2206-01-03, once recorded, would refuse
+    # every real date as older than the newest
+    future_margin_s: float = option(DEFAULT_FUTURE_MARGIN_S, non_negative)
 
     @property
     def rel(self) -> str:

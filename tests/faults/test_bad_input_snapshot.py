@@ -84,6 +84,21 @@ def test_columns_differing_only_in_case_are_named(spark, recorded, tmp_path):
     assert not is_delta_table(spark, str(tmp_path / "first" / "snapshots" / "customers"))
 
 
+@pytest.mark.fault("bad input", "a logical date far in the future (a typo such as 2206-01-03)")
+def test_a_logical_date_far_ahead_is_refused(spark, recorded, tmp_path):
+    source = str(tmp_path / "source")
+    write_parquet(spark, source, RECORDED, SCHEMA)
+    error = refused(spark, recorded, {"format": "parquet", "path": source}, date="2206-01-03")
+    assert (error["type"], error["retryable"]) == ("ConfigError", False), error
+    assert "2206-01-03" in error["message"] and "future_margin_s" in error["message"], error["message"]
+    assert_unchanged(spark, recorded)
+    # Meant: recorded when the run says so, and real dates after it are refused as past, as always.
+    far = job(spark, "snapshot", str(tmp_path / "other"), name="customers", primary_key=["id"],
+              source={"format": "parquet", "path": source}, logical_date="2206-01-03", run_id="far",
+              future_margin_s=200 * 366 * 86400)
+    assert far["version"] == 0
+
+
 @pytest.mark.fault("bad input", "column name with a dot on a first run")
 def test_a_first_run_with_an_unusable_column_name_creates_no_table(spark, recorded, tmp_path):
     """Spark reads a dotted name as a struct field: before this check the snapshot passed and every
