@@ -16,9 +16,11 @@ The taxonomy::
     ├── SchemaDriftError            data: the source's columns moved
     ├── CorruptTableError           data: a Delta log is damaged
     ├── DestinationError            config: the destination refused the sync
+    ├── ReadOnlyStorageError        config: the warehouse's file system is read-only
     └── RetryableError              infrastructure: transient, try again (with ``retry_after``)
         ├── DestinationUnreachableError   the destination could not be reached
-        └── ConcurrentWriteError          conflict: another run committed to the same Delta table
+        ├── ConcurrentWriteError          conflict: another run committed to the same Delta table
+        └── StorageFullError              the warehouse's file system is full
 """
 
 from __future__ import annotations
@@ -173,12 +175,47 @@ def spark_condition(exc: BaseException) -> str | None:
         return None
 
 
+class StorageFullError(RetryableError):
+    """The file system the job wrote to is full. Nothing of the run was committed (a Delta commit is
+    written last, whole or not at all); once space is freed the same run succeeds."""
+
+
+class ReadOnlyStorageError(JobError):
+    """The file system the job writes to is mounted read-only: the same run fails the same way until
+    someone makes it writable (or points the warehouse elsewhere)."""
+
+
+#: What the JVM or Python says of a file system that refused a write: (text, error class, what it means).
+_STORAGE_REFUSALS = (
+    ("No space left on device", StorageFullError, "the file system is full; free space and run it again"),
+    ("Read-only file system", ReadOnlyStorageError,
+     "the file system is mounted read-only; make it writable (or point the warehouse elsewhere) and run it again"),
+)
+
+
+def storage_refusal(exc: BaseException, warehouse: str | None) -> JobError | None:
+    """The :class:`StorageFullError` or :class:`ReadOnlyStorageError` a write refused by the file
+    system is (an ``IOException`` deep in a Spark task failure reaches here as text), else None."""
+    for error in exception_chain(exc):
+        text = str(error)
+        for phrase, error_cls, meaning in _STORAGE_REFUSALS:
+            if phrase in text:
+                line = next(line.strip() for line in text.splitlines() if phrase in line)
+                where = f" under the warehouse {warehouse}" if warehouse else ""
+                refusal = error_cls(f"Writing{where} failed: {meaning}. Nothing of this run was committed. "
+                                    f"({line[:300]})")
+                refusal.__cause__ = exc
+                return refusal
+    return None
+
+
 def explain(exc: BaseException, warehouse: str | None = None) -> JobError | None:
-    """The :class:`JobError` that explains ``exc``: itself, or the :class:`ConcurrentWriteError` a
-    Delta commit conflict becomes; None when nothing explains it (a bug or an unexpected failure)."""
+    """The :class:`JobError` that explains ``exc``: itself, the :class:`ConcurrentWriteError` a
+    Delta commit conflict becomes, or the storage refusal a full or read-only file system is; None
+    when nothing explains it (a bug or an unexpected failure)."""
     if isinstance(exc, JobError):
         return exc
-    return ConcurrentWriteError.from_delta(exc, warehouse)
+    return ConcurrentWriteError.from_delta(exc, warehouse) or storage_refusal(exc, warehouse)
 
 
 class StaleCommitError(JobError):

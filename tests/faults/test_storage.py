@@ -194,3 +194,77 @@ def test_a_damaged_newest_commit_stops_the_jobs(spark, warehouse, tmp_path, dama
         if damage == "cut":
             assert newest.name in error["message"]
     assert len(list(Path(uri, "_delta_log").glob("*.json"))) == 2  # nothing written on top of it
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 16 MiB tmpfs of the test's own (the suite runs as root, as CI does), unmounted afterwards."""
+    import subprocess
+
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {made.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(directory: Path) -> Path:
+    """Fill the file system of ``directory`` to the last byte; the file that does it."""
+    filler = directory / "filler"
+    with open(filler, "wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * (1 << 20))
+                out.flush()
+        except OSError:
+            pass
+    return filler
+
+
+@pytest.mark.fault("storage fault", "the warehouse's disk full, then mounted read-only: typed errors, the table "
+                                    "as it was, and the same run succeeds once the disk is writable again")
+def test_a_full_or_read_only_warehouse(spark, tmp_path, small_disk):
+    import subprocess
+
+    from spark_jobs.entry import run
+
+    warehouse, source = str(small_disk / "warehouse"), str(tmp_path / "source")
+    uri = f"{warehouse}/snapshots/c"
+
+    def snapshot(rows, day):
+        write_parquet(spark, source, rows, "id INT, v STRING")
+        return run(spark, {"job": "snapshot", "warehouse": warehouse, "name": "c", "primary_key": ["id"],
+                           "source": {"format": "parquet", "path": source}, "logical_date": D.format(day),
+                           "run_id": f"r{day}"})
+
+    def versions():
+        return sorted(p.name for p in Path(uri, "_delta_log").glob("*.json"))
+
+    rows = [(i, f"value-{i}") for i in range(50)]
+    assert snapshot(rows, 1)["status"] == "success"
+    recorded = versions()
+    changed = [(i, f"changed-{i}") for i in range(50)]
+
+    filler = fill(small_disk)
+    full = snapshot(changed, 2)
+    assert full["status"] == "failed", full
+    assert (full["error"]["type"], full["error"]["category"], full["error"]["retryable"]) == \
+        ("StorageFullError", "infrastructure", True), full["error"]
+    assert "file system is full" in full["error"]["message"] and warehouse in full["error"]["message"]
+    filler.unlink()
+    assert versions() == recorded  # nothing committed
+    assert snapshot(changed, 2)["version"] == 1  # the retry, with room again
+
+    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    try:
+        read_only = snapshot(rows, 3)
+        assert (read_only["error"]["type"], read_only["error"]["retryable"]) == ("ReadOnlyStorageError", False), \
+            read_only
+        assert "read-only" in read_only["error"]["message"]
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
+    assert snapshot(rows, 3)["version"] == 2
