@@ -8,7 +8,7 @@ for bad input, that nothing was written and the error names the problem). As of 
 =================  =====  ==========================================================================
 kind               cells  what is checked
 =================  =====  ==========================================================================
-bad input          50     keys (null, duplicate, missing, NaN, too long for Postgres' index), empty
+bad input          54     keys (null, duplicate, missing, NaN, too long for Postgres' index), empty
                           source mirrored into a full destination, missing source path/table/JDBC
                           table, schema drift (add, drop, type change, rename), unknown sink type or
                           option, bad field_mapping, broken ``module:Class`` sinks, wide-table specs
@@ -23,7 +23,11 @@ bad input          50     keys (null, duplicate, missing, NaN, too long for Post
                           event logs, in spark-submit and Spark Connect mode; Kafka sources (a value
                           that does not parse, no key, a key in two partitions, a missing topic,
                           offsets deleted by retention); wide-table joins (a cycle, a join on its
-                          own column, a right-side key not unique, an unknown row kind)
+                          own column, a right-side key not unique, an unknown row kind); names that
+                          would escape the warehouse (``..``, separators, control characters) in
+                          operators and hand-written specs; source columns differing only in case; a
+                          logical date far in the future; a 2,000-column table through snapshot,
+                          diff and sync
 crash point        9      SIGKILL of the job after the snapshot MERGE; after a sync's delivery;
                           after its reject-ledger write; mid-delivery (a spark-submit driver, a
                           Connect client) with the re-run started at once while what the killed
@@ -32,16 +36,24 @@ crash point        9      SIGKILL of the job after the snapshot MERGE; after a s
                           re-run), also of a changelog's retractions (not subtracted twice); after
                           the reverse-index update; a mirror sync failed midway
                           through its deletes — each followed by a plain re-run that converges
-concurrency        3      three syncs of one consumer at once (exactly one winner per
+concurrency        5      three syncs of one consumer at once (exactly one winner per
                           from-version, the committed version never moves backwards, the
                           destination never behind it), then a loser re-run: refused as stale; two
-                          snapshot runs of one table; two widen runs of one wide table with a ``sum``
-storage fault      4      the snapshot sensor/trigger over S3 (moto): an outage keeps it waiting
+                          snapshot runs of one table; two widen runs of one wide table with a ``sum``;
+                          a lost sync race on a table whose key and columns start with ``_`` (the
+                          loser puts back the committed version's rows); an earlier snapshot date
+                          overtaken by a later one (refused as past, naming the rebuild, not retried)
+storage fault      6      the snapshot sensor/trigger over S3 (moto): an outage keeps it waiting
                           until the version appears, or times out saying so; a corrupt commit or a
-                          directory without a Delta log ends the wait at once
-destination fault  3      HTTP down for a whole run then back; a 5xx storm and 429 with
+                          directory without a Delta log ends the wait at once; the jobs on a newest
+                          commit cut short or emptied (a data error naming it); a warehouse disk full,
+                          then read-only (typed errors, nothing committed, the retry succeeds)
+destination fault  6      HTTP down for a whole run then back; a 5xx storm and 429 with
                           Retry-After (bounded retries, no duplicate from the server's view);
-                          Postgres' connection dropped mid-delivery
+                          Postgres' connection dropped mid-delivery; HTTP redirects (301 refused
+                          naming the Location, 307 followed with the body); a destination table
+                          dropped by hand (refused, naming full_resync=True; SQLite and Delta); an
+                          HTTP destination refusing every batch (the run fails, the ledger keeps all)
 =================  =====  ==========================================================================
 
 Crash kills: two take a local Spark driver down with its JVM (the spark-submit crash: a sync at a
