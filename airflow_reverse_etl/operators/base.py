@@ -12,6 +12,7 @@ success and on failure) and the extra links (:mod:`airflow_reverse_etl.links`).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import Any, ClassVar, Sequence
 
@@ -26,6 +27,8 @@ from airflow_reverse_etl.hooks.spark_job import SparkJobHook
 from airflow_reverse_etl.lineage import operator_lineage, table_asset
 from airflow_reverse_etl.links import JobResultLink, JobSpecLink, SparkApplicationLink
 from spark_jobs.contract import JobSpec
+
+log = logging.getLogger(__name__)
 
 
 #: Task defaults of the operators whose runs must follow logical dates: a snapshot or wide table's
@@ -42,8 +45,15 @@ DATE_ORDERED = {"depends_on_past": True, "max_active_tis_per_dag": 1}
 
 
 def logical_date_of(context) -> str:
-    """The run's logical date as ISO text; runs without one (manual, asset-triggered) use run_after."""
-    logical_date = context.get("logical_date") or context["dag_run"].run_after
+    """The run's logical date as ISO text. A run without one (a manual or asset-triggered run in
+    Airflow 3) records its versions under its ``run_after`` instant instead, as design §7 decides (so
+    its retries find the version it wrote, and versions still follow the order of the runs); the
+    task log says so, since that date is then what the snapshot's history shows."""
+    logical_date = context.get("logical_date")
+    if logical_date is None:
+        logical_date = context["dag_run"].run_after
+        log.info("This run has no logical date: its versions are recorded under its run_after, %s",
+                 logical_date.isoformat())
     return logical_date.isoformat()
 
 
