@@ -121,3 +121,18 @@ def test_resend_after_a_kill_midway(spark, warehouse, tmp_path, server):
     assert p.committed() is None
     result = p.sync(changes, destination(server))
     assert result["committed"] and as_rows(server) == rows
+
+
+def test_a_connection_closed_after_the_request_says_the_batch_may_have_been_applied(spark, warehouse, tmp_path,
+                                                                                     server):
+    """A server that reads the whole batch and then closes the connection without answering may have
+    applied it: the error says so (not "failed to connect"), and the retry resends it by key."""
+    server.hang(times=None, seconds=0.05)  # read, then drop the connection unanswered
+    p = Pipeline(spark, warehouse, tmp_path)
+    changes = p.step(ROWS)
+    error = p.sync_error(changes, destination(server), delivery={"max_attempts": 2, "backoff_initial": 0.1})
+    assert error["type"] == "DestinationUnreachableError", error
+    assert "lost its connection after sending the batch" in error["message"], error["message"]
+    assert "failed to connect" not in error["message"]
+    server.clear_faults()
+    assert p.sync(changes, destination(server))["committed"] and as_rows(server) == ROWS
