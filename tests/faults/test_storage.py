@@ -166,25 +166,32 @@ def test_a_directory_of_plain_files_is_not_waited_for(spark, warehouse):
     assert f"{plain} holds files written without Delta (_SUCCESS, no _delta_log)" in event["message"]
 
 
+def snapshot_of(spark, warehouse: str, source: str, rows: list[tuple], day: int) -> dict:
+    """The result of recording ``rows`` as table ``c`` for day ``day`` of D (failed ones too)."""
+    from spark_jobs.entry import run
+
+    write_parquet(spark, source, rows, "id INT, v STRING")
+    return run(spark, {"job": "snapshot", "warehouse": warehouse, "name": "c", "primary_key": ["id"],
+                       "source": {"format": "parquet", "path": source}, "logical_date": D.format(day),
+                       "run_id": f"r{day}"})
+
+
 @pytest.mark.fault("storage fault", "the newest commit file of a snapshot table cut short or emptied: the jobs "
                                     "stop with a data error naming it, not a retryable one")
 @pytest.mark.parametrize("damage", ["cut", "emptied"])
 def test_a_damaged_newest_commit_stops_the_jobs(spark, warehouse, tmp_path, damage):
-    from spark_jobs.entry import run
-
     source = str(tmp_path / "source")
     uri = f"{warehouse}/snapshots/c"
 
     def snapshot(rows, day):
-        write_parquet(spark, source, rows, "id INT, v STRING")
-        return run(spark, {"job": "snapshot", "warehouse": warehouse, "name": "c", "primary_key": ["id"],
-                           "source": {"format": "parquet", "path": source}, "logical_date": D.format(day),
-                           "run_id": f"r{day}"})
+        return snapshot_of(spark, warehouse, source, rows, day)
 
     assert snapshot([(1, "a")], 1)["status"] == snapshot([(1, "b")], 2)["status"] == "success"
     newest = sorted(Path(uri, "_delta_log").glob("*.json"))[-1]
     text = newest.read_bytes()
     newest.write_bytes(text[: len(text) // 2] if damage == "cut" else b"")
+    from spark_jobs.entry import run
+
     diff = run(spark, {"job": "diff", "warehouse": warehouse, "table": "snapshots/c", "consumer": "crm"})
     for failed in (snapshot([(1, "c")], 3), diff):
         error = failed.get("error") or {}
@@ -230,16 +237,11 @@ def fill(directory: Path) -> Path:
 def test_a_full_or_read_only_warehouse(spark, tmp_path, small_disk):
     import subprocess
 
-    from spark_jobs.entry import run
-
     warehouse, source = str(small_disk / "warehouse"), str(tmp_path / "source")
     uri = f"{warehouse}/snapshots/c"
 
     def snapshot(rows, day):
-        write_parquet(spark, source, rows, "id INT, v STRING")
-        return run(spark, {"job": "snapshot", "warehouse": warehouse, "name": "c", "primary_key": ["id"],
-                           "source": {"format": "parquet", "path": source}, "logical_date": D.format(day),
-                           "run_id": f"r{day}"})
+        return snapshot_of(spark, warehouse, source, rows, day)
 
     def versions():
         return sorted(p.name for p in Path(uri, "_delta_log").glob("*.json"))
