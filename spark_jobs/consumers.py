@@ -35,7 +35,7 @@ from datetime import datetime, timezone
 from spark_jobs import system_tables
 from spark_jobs.contract import Warehouse
 from spark_jobs.errors import StaleCommitError
-from spark_jobs.lake import history
+from spark_jobs.delta.lake import history
 
 TABLE = "consumers"
 DDL = ("table STRING, consumer STRING, committed_version BIGINT, committed_at TIMESTAMP, run_id STRING, "

@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from spark_jobs.fs import read_text, write_text
+    from spark_jobs.delta.fs import read_text, write_text
     from spark_jobs.session import build_session
 
     spark = build_session()

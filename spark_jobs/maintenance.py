@@ -23,10 +23,10 @@ from typing import Any, Iterator
 from spark_jobs import consumers
 from spark_jobs.contract import MaintenanceResult, MaintenanceSpec, Warehouse, table_ref
 from spark_jobs.errors import ConfigError
-from spark_jobs.keys import require_columns
-from spark_jobs.lake import commit_metadata, delta_path, history, is_delta_table, latest_version
+from spark_jobs.delta.keys import require_columns
+from spark_jobs.delta.lake import commit_metadata, delta_path, history, is_delta_table, latest_version
 from spark_jobs.savepoints import savepointed_versions
-from spark_jobs.row_hash import read_table
+from spark_jobs.delta.row_hash import read_table
 
 CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"  # VACUUM END commit carries the metrics

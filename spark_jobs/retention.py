@@ -27,7 +27,7 @@ from datetime import datetime, timedelta, timezone
 
 from spark_jobs import consumers
 from spark_jobs.contract import RetentionResult, RetentionSpec, Warehouse, change_set_version, job_dir_started
-from spark_jobs.lake import history
+from spark_jobs.delta.lake import history
 
 log = logging.getLogger(__name__)
 

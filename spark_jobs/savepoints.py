@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from spark_jobs.contract import SavepointResult, SavepointSpec, Warehouse, table_ref
-from spark_jobs.lake import ensure_system_table, merge_into, retry_on_conflict
-from spark_jobs.timetravel import target_version
+from spark_jobs.delta.lake import ensure_system_table, merge_into, retry_on_conflict
+from spark_jobs.delta.timetravel import target_version
 
 TABLE = "savepoints"
 DDL = "table STRING, version BIGINT, logical_date STRING, name STRING, created_at TIMESTAMP, run_id STRING"

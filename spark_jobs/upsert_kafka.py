@@ -42,8 +42,8 @@ from spark_jobs.contract import KafkaSource
 from spark_jobs.env_secrets import read_secrets
 from spark_jobs.errors import ConfigError, DataQualityError, RetryableError
 from spark_jobs.kafka_clients import brokers, client_config, spark_kafka_options
-from spark_jobs.lake import assignments, commit_metadata, insert_values, merge_into
-from spark_jobs.row_hash import carrying_row_hash, read_table, unchanged
+from spark_jobs.delta.lake import assignments, commit_metadata, insert_values, merge_into
+from spark_jobs.delta.row_hash import carrying_row_hash, read_table, unchanged
 
 log = logging.getLogger(__name__)
 

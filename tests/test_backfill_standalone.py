@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from airflow_reverse_etl.delta_log import log_entries
-from spark_jobs.timetravel import walk_recorded
+from spark_jobs.delta.timetravel import walk_recorded
 from tests.support.jobs import job
 from tests.support.paths import REPO
 

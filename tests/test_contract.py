@@ -29,7 +29,7 @@ from spark_jobs.contract import (
     table_rel,
 )
 from spark_jobs.errors import ConfigError
-from spark_jobs.timetravel import recorded_for
+from spark_jobs.delta.timetravel import recorded_for
 
 IDENTITY = {"warehouse": "/wh", "run_id": "r1", "logical_date": "2026-01-02T00:00:00+00:00",
             "dag_id": "d", "task_id": "t"}

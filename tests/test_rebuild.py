@@ -6,8 +6,8 @@ recorded one this way under a real scheduler in test_backfill_standalone.py.)"""
 
 from spark_jobs.consumers import commit, committed_version
 from spark_jobs.contract import Warehouse
-from spark_jobs.lake import latest_version
-from spark_jobs.timetravel import recorded_versions
+from spark_jobs.delta.lake import latest_version
+from spark_jobs.delta.timetravel import recorded_versions
 from tests.support.jobs import job, job_error, rows_of, write_parquet
 
 SCHEMA = "id INT, name STRING, city STRING"

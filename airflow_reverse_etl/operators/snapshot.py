@@ -36,7 +36,7 @@ class SnapshotOperator(ReverseEtlJobOperator):
         it, SCD2 intervals stay open). Declarative: a rename already applied is a no-op.
     :param partition_by: column(s) to partition the table by, chosen when it is created (a later run
         whose partition_by differs is refused): each run's MERGE then reads and rewrites only the
-        partitions its changes touch (``spark_jobs.partitions``).
+        partitions its changes touch (``spark_jobs.delta.partitions``).
     :param on_past_date: ``"refuse"`` (default) or ``"rebuild"`` (templated, e.g. from the run's conf):
         record a date older than the newest recorded one by rebuilding forward — restore the table to
         the date before, record this date, replay the later dates from their own recorded versions,

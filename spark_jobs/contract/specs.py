@@ -150,8 +150,8 @@ class SnapshotSpec(JobSpec):
     source: dict[str, Any] = option(check=source, factory=dict)
     primary_key: list[str] = option(check=required_names, factory=list)
     allow_schema_evolution: bool = option(False, flag)
-    renames: dict[str, str] = option(check=renaming, factory=dict)  # spark_jobs.renames
-    partition_by: list[str] = option(check=names, factory=list)  # spark_jobs.partitions
+    renames: dict[str, str] = option(check=renaming, factory=dict)  # spark_jobs.delta.renames
+    partition_by: list[str] = option(check=names, factory=list)  # spark_jobs.delta.partitions
     on_past_date: str = option("refuse", one_of(*PAST_DATE_POLICIES))  # spark_jobs.rebuild
     # how far after now a logical date may lie: a typo such as 2206-01-03, once recorded, would refuse
     # every real date as older than the newest

@@ -46,17 +46,17 @@ from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from spark_jobs import consumers, crashpoints, errors, progress, rejects, retention, runs
-from spark_jobs.columns import SYNC_COLUMNS, data_columns
+from spark_jobs.delta.columns import SYNC_COLUMNS, data_columns
 from spark_jobs.diff import COUNTED
 from spark_jobs.errors import ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets
-from spark_jobs.lake import commit_metadata, latest_version, table_history
+from spark_jobs.delta.lake import commit_metadata, latest_version, table_history
 from spark_jobs.sinks import resolve_sink
 from spark_jobs.sinks.base import FrameSink, SinkConfig
 from spark_jobs.sinks.batch import with_json
 from spark_jobs.sinks.core import OUTCOME_DDL, DeliveryPolicy, Stats, deliver_partition
-from spark_jobs.row_hash import read_table
+from spark_jobs.delta.row_hash import read_table
 
 #: The operation that re-sends a ledger row that still exists at the target version.
 RESEND_OPERATION = {"upsert": "upsert", "insert": "insert", "update": "update", "mirror": "upsert"}

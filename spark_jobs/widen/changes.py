@@ -13,9 +13,9 @@ from __future__ import annotations
 from spark_jobs.diff import as_inserts
 from spark_jobs.diff import read_changes as read_feed
 from spark_jobs.errors import ConfigError
-from spark_jobs.lake import commit_info, history, latest_version, table_history
-from spark_jobs.renames import restored_version
-from spark_jobs.row_hash import read_table
+from spark_jobs.delta.lake import commit_info, history, latest_version, table_history
+from spark_jobs.delta.renames import restored_version
+from spark_jobs.delta.row_hash import read_table
 
 ROW_TYPES = ("insert", "update_postimage", "delete")  # the preimage of an update is not a write
 

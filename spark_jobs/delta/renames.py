@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 from spark_jobs.errors import ConcurrentWriteError, ConfigError
-from spark_jobs.lake import commit_metadata, delta_path, history
+from spark_jobs.delta.lake import commit_metadata, delta_path, history
 
 #: The ``job`` of the commits a rename makes.
 RENAME_JOB = "rename"
