@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spark_jobs import consumers
+from spark_jobs.state import consumers
 from spark_jobs.contract import CHANGE_KINDS, DiffResult, DiffSpec, table_ref
 from spark_jobs.errors import AlreadyDeliveredError, ConfigError
 from spark_jobs.delta.expressions import balanced

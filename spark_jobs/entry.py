@@ -40,9 +40,9 @@ def run(spark, spec_json: dict) -> dict:
     """Parse the spec and run its job in an existing session (classic or Spark Connect); the result
     always has a ``status``."""
     from spark_jobs.contract import parse_spec
-    from spark_jobs.lineage import record_run
+    from spark_jobs.state.lineage import record_run
     from spark_jobs.session import running_in
-    from spark_jobs.system_tables import recorded_together
+    from spark_jobs.state.system_tables import recorded_together
 
     started = time.monotonic()
     try:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from spark_jobs import consumers
+from spark_jobs.state import consumers
 from spark_jobs.contract import SnapshotSpec, parse_logical_date
 from spark_jobs.delta.lake import commit_metadata, history, latest_version, on_top_of
 from spark_jobs.delta.renames import to_head_names

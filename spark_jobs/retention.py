@@ -25,7 +25,7 @@ import logging
 import posixpath
 from datetime import datetime, timedelta, timezone
 
-from spark_jobs import consumers
+from spark_jobs.state import consumers
 from spark_jobs.contract import RetentionResult, RetentionSpec, Warehouse, change_set_version, job_dir_started
 from spark_jobs.delta.lake import history
 

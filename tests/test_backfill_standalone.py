@@ -103,7 +103,7 @@ def test_a_backfill_records_dates_in_order_a_cleared_date_sends_nothing_and_an_e
     minute of CI): a backfill of two dates, a clear, and a backfill of an earlier date."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.consumers import committed_version
+    from spark_jobs.state.consumers import committed_version
     from spark_jobs.contract import Warehouse
 
     # Two runs at once, the DAG's default settings: they record their dates one at a time, oldest first.

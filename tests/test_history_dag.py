@@ -12,7 +12,7 @@ import sys
 from datetime import datetime
 
 from spark_jobs.delta.lake import commit_metadata
-from spark_jobs.lineage import read_lineage
+from spark_jobs.state.lineage import read_lineage
 from spark_jobs.delta.timetravel import recorded_versions
 from tests.support.jobs import job, job_error, rows_of
 from tests.support.paths import REPO

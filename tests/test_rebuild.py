@@ -4,7 +4,7 @@ Change Data Feed is the change from the date before, consumers keep positions th
 logical date, and a retry of the run changes nothing. (The demo DAG inserts a date before the first
 recorded one this way under a real scheduler in test_backfill_standalone.py.)"""
 
-from spark_jobs.consumers import commit, committed_version
+from spark_jobs.state.consumers import commit, committed_version
 from spark_jobs.contract import Warehouse
 from spark_jobs.delta.lake import latest_version
 from spark_jobs.delta.timetravel import recorded_versions

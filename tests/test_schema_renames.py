@@ -3,7 +3,7 @@ history, the diff and the SCD2 history follow the rename instead of seeing every
 
 from datetime import datetime
 
-from spark_jobs import consumers
+from spark_jobs.state import consumers
 from spark_jobs.contract import Warehouse
 from spark_jobs.delta.lake import history
 from tests.support.jobs import job, job_error, rows_of, write_parquet

@@ -22,14 +22,14 @@ target version; a failure or a kill leaves it where it was and the next run send
 
 Around delivery:
 
-* Rows in the reject ledger (:mod:`spark_jobs.rejects`) are sent again, as they are at the target
+* Rows in the reject ledger (:mod:`spark_jobs.state.rejects`) are sent again, as they are at the target
   version, together with the change set; afterwards the ledger is settled.
 * ``max_reject_fraction``: when more of the sent records were refused, the task fails — after the
   ledger, the commit and the run history are written, so what succeeded stays committed and the
   failure is an alert, not a loss.
 * ``dry_run``: the would-be operations are written to ``plans/<consumer>/<table>`` and nothing is
   sent or committed.
-* Every run, failed ones included, appends a row to the run history (:mod:`spark_jobs.runs`).
+* Every run, failed ones included, appends a row to the run history (:mod:`spark_jobs.state.runs`).
 * ``keep_change_sets``: after its commit, a sync deletes the consumer's change sets of the table it
   has committed past, but the newest few (:mod:`spark_jobs.retention`).
 """
@@ -45,7 +45,8 @@ from functools import partial
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
-from spark_jobs import consumers, crashpoints, errors, progress, rejects, retention, runs
+from spark_jobs import crashpoints, errors, progress, retention
+from spark_jobs.state import consumers, rejects, runs
 from spark_jobs.delta.columns import SYNC_COLUMNS, data_columns
 from spark_jobs.diff import COUNTED
 from spark_jobs.errors import ConfigError, DestinationError, JobError, StaleCommitError

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
-from spark_jobs import consumers, crashpoints
+from spark_jobs import crashpoints
+from spark_jobs.state import consumers
 from spark_jobs.contract import Warehouse, WidenResult, WidenSpec, table_ref
 from spark_jobs.errors import ConcurrentWriteError, ConfigError, DataQualityError, SchemaDriftError
 from spark_jobs.delta.keys import require_columns
