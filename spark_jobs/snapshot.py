@@ -26,7 +26,7 @@ keys are looked up in the table, which scans its key column only). Whenever the
 fast path cannot apply (first run, another source or key, a commit since that is not this source's
 snapshot, a changed schema, no CDF over the range) the run reads the full extract.
 
-An upsert-kafka topic source (``{"format": "kafka", ...}``, :mod:`spark_jobs.upsert_kafka`) works the
+An upsert-kafka topic source (``{"format": "kafka", ...}``, :mod:`spark_jobs.sources.upsert_kafka`) works the
 same way with offsets instead of versions: every commit records the end offsets it read
 (``source_offsets``), and the next run reads on from them and MERGEs the new per-key states.
 """
@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from spark_jobs import crashpoints, rebuild, upsert_kafka
+from spark_jobs import crashpoints, rebuild
+from spark_jobs.sources import upsert_kafka
 from spark_jobs.delta.columns import CDF_COLUMNS, check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
 from spark_jobs.diff import AFTER_TYPES, BEFORE_TYPES, net_changes
@@ -61,7 +62,7 @@ from spark_jobs.delta.renames import apply_renames, pending_renames
 from spark_jobs.delta.row_hash import (
     ROW_HASH, carrying_row_hash, has_row_hash, positions, read_table, row_hash, unchanged,
 )
-from spark_jobs.sources import describe, read_source
+from spark_jobs.sources.read import describe, read_source
 from spark_jobs.delta.timetravel import pin_delta_source, recorded_for, recorded_in
 
 
@@ -155,7 +156,7 @@ def _record(spark, spec: SnapshotSpec) -> SnapshotResult:
     _refuse_far_future(spec)
     # a Delta source is pinned to the exact version read: the result names it, the commit records it
     source = pin_delta_source(spark, source, logical_date)
-    # a Kafka source is fixed at the end offsets of its partitions now (spark_jobs.upsert_kafka)
+    # a Kafka source is fixed at the end offsets of its partitions now (spark_jobs.sources.upsert_kafka)
     topic = upsert_kafka.fix({**source, "key": key}) if source.get("format") == "kafka" else None
     metadata: dict[str, Any] = {
         "job": "snapshot",

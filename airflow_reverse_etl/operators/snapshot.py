@@ -24,9 +24,9 @@ class SnapshotOperator(ReverseEtlJobOperator):
     retryable ``ReverseEtlConcurrentWriteError``.
 
     :param name: snapshot name; the table is ``<warehouse>/snapshots/<name>``.
-    :param source: ``{"format": "jdbc"|"delta"|"parquet"|"csv"|"kafka", ...}`` (see ``spark_jobs.sources``);
+    :param source: ``{"format": "jdbc"|"delta"|"parquet"|"csv"|"kafka", ...}`` (see ``spark_jobs.sources.read``);
         for JDBC give ``table`` or ``query`` and ``source_conn_id``; for an upsert-kafka topic
-        ``topic`` and ``value_schema`` (``spark_jobs.upsert_kafka``: read on from recorded offsets).
+        ``topic`` and ``value_schema`` (``spark_jobs.sources.upsert_kafka``: read on from recorded offsets).
     :param primary_key: key column(s).
     :param source_conn_id: Airflow connection of a JDBC source (postgres, mysql or jdbc), or of a Kafka
         source (a ``reverse_etl_kafka`` or ``kafka`` connection: brokers, SASL login, extras).

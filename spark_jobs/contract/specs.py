@@ -85,7 +85,7 @@ def wide_table(value: Any) -> WideTable:
     return value if isinstance(value, WideTable) else parse_wide_table(value)
 
 
-#: Spark Kafka source options the job sets itself from the offsets it fixes (spark_jobs.upsert_kafka)
+#: Spark Kafka source options the job sets itself from the offsets it fixes (spark_jobs.sources.upsert_kafka)
 KAFKA_READ_OPTIONS = ("assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets",
                       "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
                       "endingOffsetsByTimestamp")
@@ -104,7 +104,7 @@ def kafka_options(value: Any) -> dict[str, str]:
 
 @dataclass(frozen=True, kw_only=True)
 class KafkaSource:
-    """An upsert-kafka topic as a snapshot source (:mod:`spark_jobs.upsert_kafka`): each message's key
+    """An upsert-kafka topic as a snapshot source (:mod:`spark_jobs.sources.upsert_kafka`): each message's key
     is the primary key as a JSON object, its value the row as JSON (``value_schema``, Spark DDL) or
     null — a tombstone that deletes the key. The snapshot keeps the last value per key.
 
@@ -133,7 +133,7 @@ class KafkaSource:
 
 
 def source(value: Any) -> dict[str, Any]:
-    """A snapshot source as its JSON mapping (:mod:`spark_jobs.sources`); a Kafka source is checked
+    """A snapshot source as its JSON mapping (:mod:`spark_jobs.sources.read`); a Kafka source is checked
     field by field (:class:`KafkaSource`)."""
     value = mapping(value)
     if value.get("format") == "kafka":

@@ -12,7 +12,7 @@ Source spec (JSON)::
 
 A password never appears in the spec: ``password_env`` names the environment variable that holds it
 (set by the Airflow hook in the spark-submit process only); a Kafka source's connection secrets travel
-the same way (``secrets_env``). A Kafka source is an upsert-kafka topic (:mod:`spark_jobs.upsert_kafka`):
+the same way (``secrets_env``). A Kafka source is an upsert-kafka topic (:mod:`spark_jobs.sources.upsert_kafka`):
 the snapshot job reads it incrementally, from the offsets its last version recorded.
 """
 
@@ -22,7 +22,7 @@ import os
 import re
 from typing import Any
 
-from spark_jobs import upsert_kafka
+from spark_jobs.sources import upsert_kafka
 from spark_jobs.errors import ConfigError, spark_condition
 from spark_jobs.delta.row_hash import without_row_hash
 
