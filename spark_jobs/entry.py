@@ -17,15 +17,15 @@ import time
 import traceback
 
 JOBS = {
-    "snapshot": "spark_jobs.snapshot:run_snapshot",
-    "diff": "spark_jobs.diff:run_diff",
+    "snapshot": "spark_jobs.jobs.snapshot:run_snapshot",
+    "diff": "spark_jobs.jobs.diff:run_diff",
     "sink": "spark_jobs.sinks.job:run_sink",
-    "restore": "spark_jobs.restore:run_restore",
-    "savepoint": "spark_jobs.savepoints:run_savepoint",
-    "history": "spark_jobs.history:run_history",
-    "maintenance": "spark_jobs.maintenance:run_maintenance",
-    "retention": "spark_jobs.retention:run_retention",
-    "backfill": "spark_jobs.backfill:run_backfill",
+    "restore": "spark_jobs.jobs.restore:run_restore",
+    "savepoint": "spark_jobs.jobs.savepoints:run_savepoint",
+    "history": "spark_jobs.jobs.history:run_history",
+    "maintenance": "spark_jobs.jobs.maintenance:run_maintenance",
+    "retention": "spark_jobs.jobs.retention:run_retention",
+    "backfill": "spark_jobs.jobs.backfill:run_backfill",
     "widen": "spark_jobs.widen.job:run_widen",
 }
 

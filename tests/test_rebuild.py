@@ -1,4 +1,4 @@
-"""Rebuild forward (``on_past_date="rebuild"``, :mod:`spark_jobs.rebuild`) at the job level: a date
+"""Rebuild forward (``on_past_date="rebuild"``, :mod:`spark_jobs.jobs.rebuild`) at the job level: a date
 between two recorded ones is inserted, the later date replayed from its own version, each commit's
 Change Data Feed is the change from the date before, consumers keep positions that mean the same
 logical date, and a retry of the run changes nothing. (The demo DAG inserts a date before the first

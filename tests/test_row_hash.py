@@ -4,7 +4,7 @@ the values when finding changes, right across schema evolution and renames, neve
 from pyspark.sql import functions as F
 
 from spark_jobs.delta.row_hash import ROW_HASH, positions, row_hash
-from spark_jobs.snapshot import _changed_rows
+from spark_jobs.jobs.snapshot import _changed_rows
 from spark_jobs.delta.timetravel import read_as_of
 from tests.support.jobs import job, job_error, write_parquet
 

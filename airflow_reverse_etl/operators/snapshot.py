@@ -41,7 +41,7 @@ class SnapshotOperator(ReverseEtlJobOperator):
         record a date older than the newest recorded one by rebuilding forward — restore the table to
         the date before, record this date, replay the later dates from their own recorded versions,
         and move the consumers committed at a replayed date to its new version
-        (:mod:`spark_jobs.rebuild`). The result's ``replayed`` maps those dates to their new versions.
+        (:mod:`spark_jobs.jobs.rebuild`). The result's ``replayed`` maps those dates to their new versions.
     :param future_margin_s: how far after now a logical date may lie, in seconds (default a day).
         A date further ahead — a typo such as ``2206-01-03`` — fails before anything is written: once
         recorded it would refuse every real date as older than the newest.

@@ -32,7 +32,7 @@ from spark_jobs.widen.config import WideTable, parse as parse_wide_table
 #: How a sink turns a change set into destination operations (see :mod:`spark_jobs.sinks.job`).
 SINK_MODES = ("upsert", "insert", "update", "mirror")
 #: what a snapshot does with a logical date older than the newest recorded one: refuse it, or
-#: rebuild the history forward from it (spark_jobs.rebuild)
+#: rebuild the history forward from it (spark_jobs.jobs.rebuild)
 PAST_DATE_POLICIES = ("refuse", "rebuild")
 DEFAULT_RETAIN_HOURS = 168.0  # Delta's own default (delta.deletedFileRetentionDuration = 7 days)
 DEFAULT_MARGIN_S = 300.0
@@ -143,7 +143,7 @@ def source(value: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True, kw_only=True)
 class SnapshotSpec(JobSpec):
-    """Record ``source`` as one new version of ``snapshots/<name>`` (:mod:`spark_jobs.snapshot`)."""
+    """Record ``source`` as one new version of ``snapshots/<name>`` (:mod:`spark_jobs.jobs.snapshot`)."""
 
     job: ClassVar[str] = "snapshot"
     name: str = option("", path_name)
@@ -152,7 +152,7 @@ class SnapshotSpec(JobSpec):
     allow_schema_evolution: bool = option(False, flag)
     renames: dict[str, str] = option(check=renaming, factory=dict)  # spark_jobs.delta.renames
     partition_by: list[str] = option(check=names, factory=list)  # spark_jobs.delta.partitions
-    on_past_date: str = option("refuse", one_of(*PAST_DATE_POLICIES))  # spark_jobs.rebuild
+    on_past_date: str = option("refuse", one_of(*PAST_DATE_POLICIES))  # spark_jobs.jobs.rebuild
     # how far after now a logical date may lie: a typo such as 2206-01-03, once recorded, would refuse
     # every real date as older than the newest
     future_margin_s: float = option(DEFAULT_FUTURE_MARGIN_S, non_negative)
@@ -170,7 +170,7 @@ class SnapshotSpec(JobSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class BackfillSpec(SnapshotSpec):
-    """One snapshot per logical date, in date order, in one application (:mod:`spark_jobs.backfill`)."""
+    """One snapshot per logical date, in date order, in one application (:mod:`spark_jobs.jobs.backfill`)."""
 
     job: ClassVar[str] = "backfill"
     logical_dates: list[str] = option(check=lambda v: [text(d) for d in required_list(v)], factory=list)
@@ -184,7 +184,7 @@ class BackfillSpec(SnapshotSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class DiffSpec(JobSpec):
-    """The net change set of ``table`` since ``consumer``'s committed version (:mod:`spark_jobs.diff`)."""
+    """The net change set of ``table`` since ``consumer``'s committed version (:mod:`spark_jobs.jobs.diff`)."""
 
     job: ClassVar[str] = "diff"
     table: str = option("", relative_path)
@@ -252,14 +252,14 @@ class _TableVersionSpec(JobSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class RestoreSpec(_TableVersionSpec):
-    """Restore ``table`` to a recorded version (:mod:`spark_jobs.restore`)."""
+    """Restore ``table`` to a recorded version (:mod:`spark_jobs.jobs.restore`)."""
 
     job: ClassVar[str] = "restore"
 
 
 @dataclass(frozen=True, kw_only=True)
 class SavepointSpec(_TableVersionSpec):
-    """Protect a version of ``table`` from VACUUM (:mod:`spark_jobs.savepoints`)."""
+    """Protect a version of ``table`` from VACUUM (:mod:`spark_jobs.jobs.savepoints`)."""
 
     job: ClassVar[str] = "savepoint"
     savepoint_name: str | None = option(None, optional(path_name))  # default: v<version>
@@ -267,7 +267,7 @@ class SavepointSpec(_TableVersionSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class HistorySpec(JobSpec):
-    """Rewrite ``history/<name>`` from the versions of ``table`` (:mod:`spark_jobs.history`)."""
+    """Rewrite ``history/<name>`` from the versions of ``table`` (:mod:`spark_jobs.jobs.history`)."""
 
     job: ClassVar[str] = "history"
     table: str = option("", lambda v: table_rel(required_text(v)))
@@ -281,7 +281,7 @@ class HistorySpec(JobSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class MaintenanceSpec(JobSpec):
-    """OPTIMIZE / Z-ORDER and a VACUUM that keeps protected versions (:mod:`spark_jobs.maintenance`)."""
+    """OPTIMIZE / Z-ORDER and a VACUUM that keeps protected versions (:mod:`spark_jobs.jobs.maintenance`)."""
 
     job: ClassVar[str] = "maintenance"
     table: str = option("", lambda v: table_rel(required_text(v)))
@@ -294,7 +294,7 @@ class MaintenanceSpec(JobSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class RetentionSpec(JobSpec):
-    """Delete what the warehouse no longer needs (:mod:`spark_jobs.retention`): change sets every
+    """Delete what the warehouse no longer needs (:mod:`spark_jobs.jobs.retention`): change sets every
     consumer has committed past (but the newest ``keep_change_sets`` of each), ``_system/jobs``
     folders older than ``job_days`` and dry-run plans older than ``plan_days``. ``dry_run`` lists
     what would go and deletes nothing."""

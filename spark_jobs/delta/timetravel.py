@@ -5,7 +5,7 @@ Every commit the jobs make carries the Airflow logical date in its ``userMetadat
 never from a side table. A restore to date D is itself a commit tagged D: from then on the versions
 recorded for dates after D (before the restore) no longer describe the table's line of history, and
 are forgotten, so those dates can be replayed in order. A snapshot that rebuilds the history forward
-from a past date D (``rebuild`` in its metadata, :mod:`spark_jobs.rebuild`) starts a new line the same way.
+from a past date D (``rebuild`` in its metadata, :mod:`spark_jobs.jobs.rebuild`) starts a new line the same way.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ Around delivery:
   sent or committed.
 * Every run, failed ones included, appends a row to the run history (:mod:`spark_jobs.state.runs`).
 * ``keep_change_sets``: after its commit, a sync deletes the consumer's change sets of the table it
-  has committed past, but the newest few (:mod:`spark_jobs.retention`).
+  has committed past, but the newest few (:mod:`spark_jobs.jobs.retention`).
 """
 
 from __future__ import annotations
@@ -45,10 +45,11 @@ from functools import partial
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
-from spark_jobs import crashpoints, errors, progress, retention
+from spark_jobs import crashpoints, errors, progress
+from spark_jobs.jobs import retention
 from spark_jobs.state import consumers, rejects, runs
 from spark_jobs.delta.columns import SYNC_COLUMNS, data_columns
-from spark_jobs.diff import COUNTED
+from spark_jobs.jobs.diff import COUNTED
 from spark_jobs.errors import ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets

@@ -57,7 +57,7 @@ _METADATA_TIMEOUT_S = 30.0
 #: before the read instead (:func:`read_on` compares the recorded offsets with the earliest held).
 _READ_DEFAULTS = {"failOnDataLoss": "false"}
 
-Record = Callable[..., dict[str, Any]]  # spark_jobs.snapshot._record_if_unchanged(spark, uri, metadata, base)
+Record = Callable[..., dict[str, Any]]  # spark_jobs.jobs.snapshot._record_if_unchanged(spark, uri, metadata, base)
 
 
 def describe(source: dict[str, Any]) -> str:

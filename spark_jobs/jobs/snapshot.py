@@ -18,7 +18,7 @@ Change Data Feed fast path (design 4.1): when the source is a Delta table with C
 (``{"format": "delta", "path": ..., "cdf": true}``, or CDF found on the source unless ``"cdf": false``),
 every commit also records the source version it read (``source_version``). The next run then reads
 only the source's changes since that version, collapses them to one net change per key
-(:func:`spark_jobs.diff.net_changes`) and MERGEs those, so its cost grows with the number of changes
+(:func:`spark_jobs.jobs.diff.net_changes`) and MERGEs those, so its cost grows with the number of changes
 rather than with the table size. It is the same single commit with the same metadata as a full
 extract and yields the same table. Its key check looks at the changed rows only: the table was
 checked when it was recorded, so a key can only turn null or duplicate through a change (the changed
@@ -38,11 +38,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from spark_jobs import crashpoints, rebuild
+from spark_jobs import crashpoints
+from spark_jobs.jobs import rebuild
 from spark_jobs.sources import upsert_kafka
 from spark_jobs.delta.columns import CDF_COLUMNS, check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
-from spark_jobs.diff import AFTER_TYPES, BEFORE_TYPES, net_changes
+from spark_jobs.jobs.diff import AFTER_TYPES, BEFORE_TYPES, net_changes
 from spark_jobs.errors import ConcurrentWriteError, ConfigError, SchemaDriftError, explain
 from spark_jobs.delta.keys import check_key_counts, check_primary_key, require_columns
 from spark_jobs.delta.lake import (

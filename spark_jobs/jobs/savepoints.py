@@ -1,7 +1,7 @@
 """Savepoints: table versions that maintenance must keep readable.
 
 ``<warehouse>/_system/savepoints`` holds (table, version, logical date, name). VACUUM's retention is
-derived from the oldest savepoint (see :mod:`spark_jobs.maintenance`), so a month-end snapshot stays
+derived from the oldest savepoint (see :mod:`spark_jobs.jobs.maintenance`), so a month-end snapshot stays
 readable by time travel however often the table is vacuumed afterwards.
 """
 

@@ -3,7 +3,7 @@
 VACUUM deletes data files that a commit removed longer ago than the retention. A version stays
 readable as long as no file it references was deleted, i.e. as long as the retention reaches back
 to its commit. So the retention actually used is the longer of the one asked for and the age of the
-oldest *protected* version: every savepoint (:mod:`spark_jobs.savepoints`) and every consumer's
+oldest *protected* version: every savepoint (:mod:`spark_jobs.jobs.savepoints`) and every consumer's
 committed version (:mod:`spark_jobs.state.consumers`: the next diff reads the Change Data Feed after it),
 plus a safety margin. Nothing protected is ever vacuumed, whatever retention the DAG asks for.
 
@@ -25,7 +25,7 @@ from spark_jobs.contract import MaintenanceResult, MaintenanceSpec, Warehouse, t
 from spark_jobs.errors import ConfigError
 from spark_jobs.delta.keys import require_columns
 from spark_jobs.delta.lake import commit_metadata, delta_path, history, is_delta_table, latest_version
-from spark_jobs.savepoints import savepointed_versions
+from spark_jobs.jobs.savepoints import savepointed_versions
 from spark_jobs.delta.row_hash import read_table
 
 CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"

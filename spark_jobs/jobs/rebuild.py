@@ -32,7 +32,7 @@ from spark_jobs.delta.renames import to_head_names
 from spark_jobs.delta.timetravel import recorded_for, recorded_versions
 from spark_jobs.delta.row_hash import read_table
 
-Merge = Callable[..., object]  # spark_jobs.snapshot._merge(spark, uri, df, key, added, metadata, base)
+Merge = Callable[..., object]  # spark_jobs.jobs.snapshot._merge(spark, uri, df, key, added, metadata, base)
 
 
 def start(spark, uri: str, recorded: dict[str, dict[str, Any]], spec: SnapshotSpec) -> dict[str, Any]:
