@@ -16,23 +16,14 @@ import sys
 import time
 import traceback
 
-JOBS = {
-    "snapshot": "spark_jobs.jobs.snapshot:run_snapshot",
-    "diff": "spark_jobs.jobs.diff:run_diff",
-    "sink": "spark_jobs.sinks.job:run_sink",
-    "restore": "spark_jobs.jobs.restore:run_restore",
-    "savepoint": "spark_jobs.jobs.savepoints:run_savepoint",
-    "history": "spark_jobs.jobs.history:run_history",
-    "maintenance": "spark_jobs.jobs.maintenance:run_maintenance",
-    "retention": "spark_jobs.jobs.retention:run_retention",
-    "backfill": "spark_jobs.jobs.backfill:run_backfill",
-    "widen": "spark_jobs.widen.job:run_widen",
-}
 
 
 def load_job(name: str):
-    """The function running job ``name`` (one per spec in :data:`spark_jobs.contract.SPECS`)."""
-    module, _, func = JOBS[name].partition(":")
+    """The function running job ``name``: the one its spec names (:attr:`JobSpec.runner
+    <spark_jobs.contract.JobSpec.runner>`, one spec per job in :data:`spark_jobs.contract.SPECS`)."""
+    from spark_jobs.contract import SPECS
+
+    module, _, func = SPECS[name].runner.partition(":")
     return getattr(importlib.import_module(module), func)
 
 

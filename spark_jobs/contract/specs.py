@@ -146,6 +146,7 @@ class SnapshotSpec(JobSpec):
     """Record ``source`` as one new version of ``snapshots/<name>`` (:mod:`spark_jobs.jobs.snapshot`)."""
 
     job: ClassVar[str] = "snapshot"
+    runner: ClassVar[str] = "spark_jobs.jobs.snapshot:run_snapshot"
     name: str = option("", path_name)
     source: dict[str, Any] = option(check=source, factory=dict)
     primary_key: list[str] = option(check=required_names, factory=list)
@@ -173,6 +174,7 @@ class BackfillSpec(SnapshotSpec):
     """One snapshot per logical date, in date order, in one application (:mod:`spark_jobs.jobs.backfill`)."""
 
     job: ClassVar[str] = "backfill"
+    runner: ClassVar[str] = "spark_jobs.jobs.backfill:run_backfill"
     logical_dates: list[str] = option(check=lambda v: [text(d) for d in required_list(v)], factory=list)
 
     def snapshots(self) -> list[SnapshotSpec]:
@@ -187,6 +189,7 @@ class DiffSpec(JobSpec):
     """The net change set of ``table`` since ``consumer``'s committed version (:mod:`spark_jobs.jobs.diff`)."""
 
     job: ClassVar[str] = "diff"
+    runner: ClassVar[str] = "spark_jobs.jobs.diff:run_diff"
     table: str = option("", relative_path)
     consumer: str = option("", path_name)
     to_version: int | None = option(None, optional(integer))
@@ -200,6 +203,7 @@ class SinkSpec(JobSpec):
     """Deliver a change set to ``destination``, then commit the consumer (:mod:`spark_jobs.sinks.job`)."""
 
     job: ClassVar[str] = "sink"
+    runner: ClassVar[str] = "spark_jobs.sinks.job:run_sink"
     changes: str = option("", relative_path)
     table: str = option("", relative_path)
     consumer: str = option("", path_name)
@@ -255,6 +259,7 @@ class RestoreSpec(_TableVersionSpec):
     """Restore ``table`` to a recorded version (:mod:`spark_jobs.jobs.restore`)."""
 
     job: ClassVar[str] = "restore"
+    runner: ClassVar[str] = "spark_jobs.jobs.restore:run_restore"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -262,6 +267,7 @@ class SavepointSpec(_TableVersionSpec):
     """Protect a version of ``table`` from VACUUM (:mod:`spark_jobs.jobs.savepoints`)."""
 
     job: ClassVar[str] = "savepoint"
+    runner: ClassVar[str] = "spark_jobs.jobs.savepoints:run_savepoint"
     savepoint_name: str | None = option(None, optional(path_name))  # default: v<version>
 
 
@@ -270,6 +276,7 @@ class HistorySpec(JobSpec):
     """Rewrite ``history/<name>`` from the versions of ``table`` (:mod:`spark_jobs.jobs.history`)."""
 
     job: ClassVar[str] = "history"
+    runner: ClassVar[str] = "spark_jobs.jobs.history:run_history"
     table: str = option("", lambda v: table_rel(required_text(v)))
     name: str | None = option(None, optional(path_name))  # default: the table's own name
     primary_key: list[str] = option(check=names, factory=list)  # default: the one the table records
@@ -284,6 +291,7 @@ class MaintenanceSpec(JobSpec):
     """OPTIMIZE / Z-ORDER and a VACUUM that keeps protected versions (:mod:`spark_jobs.jobs.maintenance`)."""
 
     job: ClassVar[str] = "maintenance"
+    runner: ClassVar[str] = "spark_jobs.jobs.maintenance:run_maintenance"
     table: str = option("", lambda v: table_rel(required_text(v)))
     zorder_by: list[str] = option(check=names, factory=list)  # implies optimize
     optimize: bool = option(False, flag)
@@ -300,6 +308,7 @@ class RetentionSpec(JobSpec):
     what would go and deletes nothing."""
 
     job: ClassVar[str] = "retention"
+    runner: ClassVar[str] = "spark_jobs.jobs.retention:run_retention"
     keep_change_sets: int = option(DEFAULT_KEEP_CHANGE_SETS, count)
     job_days: float = option(30.0, non_negative)
     plan_days: float = option(7.0, non_negative)
@@ -312,6 +321,7 @@ class WidenSpec(JobSpec):
     :mod:`spark_jobs.widen.config`, ``versions`` pins sources to exact versions."""
 
     job: ClassVar[str] = "widen"
+    runner: ClassVar[str] = "spark_jobs.widen.job:run_widen"
     wide: WideTable = option(None, wide_table)
     sources: list[str] = option(check=names, factory=list)  # default: all, full joins first
     versions: dict[str, int] = option(check=lambda v: {k: integer(n) for k, n in mapping(v).items()},
