@@ -27,7 +27,7 @@ from spark_jobs.contract.base import (
 )
 from spark_jobs.contract.layout import parse_logical_date, table_rel
 from spark_jobs.errors import ConfigError
-from spark_jobs.widen.config import WideTable, parse as parse_wide_table
+from spark_jobs.contract.wide_table import WideTable, parse as parse_wide_table
 
 #: How a sink turns a change set into destination operations (see :mod:`spark_jobs.sinks.job`).
 SINK_MODES = ("upsert", "insert", "update", "mirror")
@@ -318,7 +318,7 @@ class RetentionSpec(JobSpec):
 @dataclass(frozen=True, kw_only=True)
 class WidenSpec(JobSpec):
     """Merge some sources of a wide table (:mod:`spark_jobs.widen.job`); ``wide`` follows
-    :mod:`spark_jobs.widen.config`, ``versions`` pins sources to exact versions."""
+    :mod:`spark_jobs.contract.wide_table`, ``versions`` pins sources to exact versions."""
 
     job: ClassVar[str] = "widen"
     runner: ClassVar[str] = "spark_jobs.widen.job:run_widen"

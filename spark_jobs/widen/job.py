@@ -52,7 +52,7 @@ from spark_jobs.delta.lake import (
 )
 from spark_jobs.widen import guards, partial_update, reverse_index
 from spark_jobs.widen.changes import ROW_TYPES, read_changes, require_table
-from spark_jobs.widen.config import ADDS, RETRACTIONS, Source, WideTable
+from spark_jobs.contract.wide_table import ADDS, RETRACTIONS, Source, WideTable
 from spark_jobs.delta.row_hash import read_table
 
 EXAMPLES = 5
