@@ -25,7 +25,7 @@ from airflow_reverse_etl.exceptions import (
 )
 from airflow_reverse_etl.storage import is_transient
 from spark_jobs.contract import parse_commit_metadata, parse_logical_date
-from spark_jobs.timetravel import walk_recorded
+from spark_jobs.delta.timetravel import walk_recorded
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 

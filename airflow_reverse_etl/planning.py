@@ -22,7 +22,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spark_jobs.widen.config import WideTable, parse
+from spark_jobs.contract.wide_table import WideTable, parse
 
 if TYPE_CHECKING:
     from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
@@ -86,7 +86,7 @@ def wide_table_group(wide_table: dict[str, Any], *, snapshots: dict[str, dict[st
                      **operator_kwargs: Any):
     """Build the TaskGroup of a wide table inside the current DAG and return it.
 
-    :param wide_table: the wide-table spec (:mod:`spark_jobs.widen.config`), validated now.
+    :param wide_table: the wide-table spec (:mod:`spark_jobs.contract.wide_table`), validated now.
     :param snapshots: ``{source name: SnapshotOperator kwargs}`` (``source``, ``primary_key``, ...) for
         the sources to snapshot in this DAG; the snapshot ``name`` comes from the source's table.
     :param publish: ``{"consumer": ..., "columns": ..., **SinkOperator kwargs}``: diff the wide table

@@ -95,7 +95,7 @@ def job(spark, job_name: str, warehouse: str, **spec):
 
 def start_consumer(spark, warehouse: str, table: str, version: int) -> None:
     """Mark ``version`` as delivered, as a sync would, so the timed diff reads only the next change."""
-    from spark_jobs import consumers
+    from spark_jobs.state import consumers
     from spark_jobs.contract import Warehouse
 
     consumers.commit(spark, Warehouse(warehouse), table, "bench", version, "bench-setup")

@@ -3,4 +3,27 @@
 Everything here runs under ``spark-submit`` (driver and executors) and never imports Airflow: a job
 reads a JSON spec, does its work on Spark + Delta Lake and writes a JSON result. The Airflow side
 (:mod:`airflow_reverse_etl`) builds the specs and reads the results.
+
+The folders are the architecture, each building only on those listed after it:
+
+* :mod:`.sinks` — destinations, the shared delivery core and the sync job that drives them;
+* :mod:`.widen` — wide tables: several sources merged by partial update, and the widen job;
+* :mod:`.jobs` — the other job entry points: snapshot (with rebuild and backfill), diff, history,
+  restore, savepoint, retention, maintenance (the sync and widen jobs reuse the diff's change-set
+  reading and retention's pruning);
+* :mod:`.sources` — reading what a snapshot records (JDBC, Delta, files, upsert-kafka topics);
+* :mod:`.state` — the lake's own tables under ``_system``: consumer positions, runs, lineage, rejects;
+* :mod:`.delta` — Delta and Spark primitives every job shares (commit metadata, time travel,
+  renames, MERGE pruning, the row hash, column and key checks, small-file I/O);
+* :mod:`.contract` — the specs and results both sides share, the wide-table spec among them; plain
+  Python (no pyspark, no airflow). Each job's spec names the function that runs it.
+
+At the top level stays only the package's own plumbing, which any of those may use and which
+belongs to none of them: :mod:`.entry` (the spark-submit application: parse the spec, run the job
+its spec names, write the result), :mod:`.session` (building the SparkSession), :mod:`.errors` (the
+error taxonomy every layer raises and the Airflow side maps), :mod:`.env_secrets` and
+:mod:`.kafka_clients` (connection settings and secrets from the environment, shared by a source and
+a sink alike), :mod:`.progress` (progress lines in the task log) and :mod:`.crashpoints` (the named
+points where tests kill a job). ``log4j2.properties`` is the driver's logging configuration, shipped
+as package data.
 """

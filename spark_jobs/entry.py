@@ -16,23 +16,14 @@ import sys
 import time
 import traceback
 
-JOBS = {
-    "snapshot": "spark_jobs.snapshot:run_snapshot",
-    "diff": "spark_jobs.diff:run_diff",
-    "sink": "spark_jobs.sinks.job:run_sink",
-    "restore": "spark_jobs.restore:run_restore",
-    "savepoint": "spark_jobs.savepoints:run_savepoint",
-    "history": "spark_jobs.history:run_history",
-    "maintenance": "spark_jobs.maintenance:run_maintenance",
-    "retention": "spark_jobs.retention:run_retention",
-    "backfill": "spark_jobs.backfill:run_backfill",
-    "widen": "spark_jobs.widen.job:run_widen",
-}
 
 
 def load_job(name: str):
-    """The function running job ``name`` (one per spec in :data:`spark_jobs.contract.SPECS`)."""
-    module, _, func = JOBS[name].partition(":")
+    """The function running job ``name``: the one its spec names (:attr:`JobSpec.runner
+    <spark_jobs.contract.JobSpec.runner>`, one spec per job in :data:`spark_jobs.contract.SPECS`)."""
+    from spark_jobs.contract import SPECS
+
+    module, _, func = SPECS[name].runner.partition(":")
     return getattr(importlib.import_module(module), func)
 
 
@@ -40,9 +31,9 @@ def run(spark, spec_json: dict) -> dict:
     """Parse the spec and run its job in an existing session (classic or Spark Connect); the result
     always has a ``status``."""
     from spark_jobs.contract import parse_spec
-    from spark_jobs.lineage import record_run
+    from spark_jobs.state.lineage import record_run
     from spark_jobs.session import running_in
-    from spark_jobs.system_tables import recorded_together
+    from spark_jobs.state.system_tables import recorded_together
 
     started = time.monotonic()
     try:
@@ -96,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from spark_jobs.fs import read_text, write_text
+    from spark_jobs.delta.fs import read_text, write_text
     from spark_jobs.session import build_session
 
     spark = build_session()

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from airflow_reverse_etl.delta_log import log_entries
-from spark_jobs.timetravel import walk_recorded
+from spark_jobs.delta.timetravel import walk_recorded
 from tests.support.jobs import job
 from tests.support.paths import REPO
 
@@ -103,7 +103,7 @@ def test_a_backfill_records_dates_in_order_a_cleared_date_sends_nothing_and_an_e
     minute of CI): a backfill of two dates, a clear, and a backfill of an earlier date."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.consumers import committed_version
+    from spark_jobs.state.consumers import committed_version
     from spark_jobs.contract import Warehouse
 
     # Two runs at once, the DAG's default settings: they record their dates one at a time, oldest first.

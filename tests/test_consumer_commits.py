@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from spark_jobs import consumers
+from spark_jobs.state import consumers
 from spark_jobs.entry import run
 from spark_jobs.errors import StaleCommitError
 from spark_jobs.contract import Warehouse
@@ -128,7 +128,7 @@ def test_a_consumers_table_of_the_previous_release_is_read_and_extended(spark, w
 
 
 def test_reading_before_any_commit_creates_nothing(spark, warehouse, tmp_path):
-    from spark_jobs.lineage import read_lineage
+    from spark_jobs.state.lineage import read_lineage
 
     wh = Warehouse(warehouse)
     assert consumers.committed_version(spark, wh, "snapshots/t", "crm") is None

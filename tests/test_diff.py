@@ -3,7 +3,7 @@ several missed versions, the columns filter, full resync, and the consumer's com
 
 import pytest
 
-from spark_jobs import consumers
+from spark_jobs.state import consumers
 from spark_jobs.contract import Warehouse
 from tests.support.jobs import job, job_error, rows_of, write_parquet
 

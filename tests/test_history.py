@@ -7,13 +7,13 @@ from typing import Callable, Iterator
 
 import pytest
 
-from spark_jobs import consumers
+from spark_jobs.state import consumers
 from spark_jobs.errors import ConfigError
 from spark_jobs.contract import Warehouse
-from spark_jobs.lake import history
-from spark_jobs.lineage import read_lineage
-from spark_jobs.maintenance import LISTING_CONF
-from spark_jobs.timetravel import read_as_of, recorded_versions, version_for
+from spark_jobs.delta.lake import history
+from spark_jobs.state.lineage import read_lineage
+from spark_jobs.jobs.maintenance import LISTING_CONF
+from spark_jobs.delta.timetravel import read_as_of, recorded_versions, version_for
 from tests.support.jobs import job, job_error, rows_of, write_parquet
 
 SCHEMA = "id INT, v STRING"

@@ -11,9 +11,9 @@ import subprocess
 import sys
 from datetime import datetime
 
-from spark_jobs.lake import commit_metadata
-from spark_jobs.lineage import read_lineage
-from spark_jobs.timetravel import recorded_versions
+from spark_jobs.delta.lake import commit_metadata
+from spark_jobs.state.lineage import read_lineage
+from spark_jobs.delta.timetravel import recorded_versions
 from tests.support.jobs import job, job_error, rows_of
 from tests.support.paths import REPO
 

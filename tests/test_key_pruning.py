@@ -1,11 +1,11 @@
-"""MERGE target pruning by key (spark_jobs.key_pruning): a MERGE of few source rows lists their keys in
+"""MERGE target pruning by key (spark_jobs.delta.key_pruning): a MERGE of few source rows lists their keys in
 its ON clause, exactly (quotes, backslashes, composite keys), and matches the same rows as without the
 list; past the limit, or for a key type without exact literals, the ON clause stays as it was."""
 
 import datetime as dt
 
-from spark_jobs import key_pruning
-from spark_jobs.key_pruning import listed_keys
+from spark_jobs.delta import key_pruning
+from spark_jobs.delta.key_pruning import listed_keys
 from tests.support.jobs import job, rows_of, write_parquet
 
 SCHEMA = "region STRING, code STRING, amount INT"

@@ -4,8 +4,8 @@ wrote, a downstream job given an upstream output reads exactly that version, and
 
 import time
 
-from spark_jobs.lake import commit_metadata
-from spark_jobs.lineage import read_lineage
+from spark_jobs.delta.lake import commit_metadata
+from spark_jobs.state.lineage import read_lineage
 from tests.support.jobs import job, job_error, rows_of, write_parquet
 
 D = "2026-03-0{}T00:00:00+00:00"

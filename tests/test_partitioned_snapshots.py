@@ -1,4 +1,4 @@
-"""Partitioned snapshots (spark_jobs.partitions): a change confined to one partition rewrites only that
+"""Partitioned snapshots (spark_jobs.delta.partitions): a change confined to one partition rewrites only that
 partition's files, on the full-extract path and on the Change Data Feed fast path alike — counted
 from the add/remove actions the commit wrote to the Delta log."""
 

@@ -7,7 +7,7 @@ import pytest
 
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from airflow_reverse_etl.planning import FULL_JOIN, LEFT_JOIN, PUBLISH, SNAPSHOT, plan, wide_table_group
-from spark_jobs.widen.config import parse
+from spark_jobs.contract.wide_table import parse
 
 # Seed 001: six sources; nodes 1-3 and nodes 4-5 are two full-join groups on the wide key, node 6 is
 # left-joined through a foreign key that nodes 1 and 4 provide; then the root is published.

@@ -1,13 +1,13 @@
-"""Rebuild forward (``on_past_date="rebuild"``, :mod:`spark_jobs.rebuild`) at the job level: a date
+"""Rebuild forward (``on_past_date="rebuild"``, :mod:`spark_jobs.jobs.rebuild`) at the job level: a date
 between two recorded ones is inserted, the later date replayed from its own version, each commit's
 Change Data Feed is the change from the date before, consumers keep positions that mean the same
 logical date, and a retry of the run changes nothing. (The demo DAG inserts a date before the first
 recorded one this way under a real scheduler in test_backfill_standalone.py.)"""
 
-from spark_jobs.consumers import commit, committed_version
+from spark_jobs.state.consumers import commit, committed_version
 from spark_jobs.contract import Warehouse
-from spark_jobs.lake import latest_version
-from spark_jobs.timetravel import recorded_versions
+from spark_jobs.delta.lake import latest_version
+from spark_jobs.delta.timetravel import recorded_versions
 from tests.support.jobs import job, job_error, rows_of, write_parquet
 
 SCHEMA = "id INT, name STRING, city STRING"

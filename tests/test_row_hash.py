@@ -1,11 +1,11 @@
-"""The row hash a snapshot table stores (spark_jobs.row_hash): written with every row, read instead of
+"""The row hash a snapshot table stores (spark_jobs.delta.row_hash): written with every row, read instead of
 the values when finding changes, right across schema evolution and renames, never seen downstream."""
 
 from pyspark.sql import functions as F
 
-from spark_jobs.row_hash import ROW_HASH, positions, row_hash
-from spark_jobs.snapshot import _changed_rows
-from spark_jobs.timetravel import read_as_of
+from spark_jobs.delta.row_hash import ROW_HASH, positions, row_hash
+from spark_jobs.jobs.snapshot import _changed_rows
+from spark_jobs.delta.timetravel import read_as_of
 from tests.support.jobs import job, job_error, write_parquet
 
 SCHEMA = "id INT, name STRING, city STRING"

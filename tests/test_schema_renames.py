@@ -1,11 +1,11 @@
-"""Column renames through Delta column mapping (spark_jobs.renames): the snapshot keeps the column's
+"""Column renames through Delta column mapping (spark_jobs.delta.renames): the snapshot keeps the column's
 history, the diff and the SCD2 history follow the rename instead of seeing every row change."""
 
 from datetime import datetime
 
-from spark_jobs import consumers
+from spark_jobs.state import consumers
 from spark_jobs.contract import Warehouse
-from spark_jobs.lake import history
+from spark_jobs.delta.lake import history
 from tests.support.jobs import job, job_error, rows_of, write_parquet
 
 D = "2026-03-0{}T00:00:00+00:00"
@@ -68,7 +68,7 @@ def test_a_rename_that_cannot_apply_writes_nothing(spark, warehouse, tmp_path):
 def test_renames_compose_across_commits():
     """names_at_head: a column renamed twice maps from its first name to its last; a version between
     the renames maps from its own name; a column renamed back maps to nothing."""
-    from spark_jobs.renames import names_at_head
+    from spark_jobs.delta.renames import names_at_head
 
     def rename(version, renames):
         return {"version": version, "metadata": {"job": "rename", "run_id": "r", "renames": renames}}
@@ -82,7 +82,7 @@ def test_renames_compose_across_commits():
 
 
 def test_a_wide_table_reads_its_source_across_a_rename(spark, warehouse, tmp_path):
-    """The widen job reads a source's feed across the snapshot's rename (spark_jobs.diff.read_changes);
+    """The widen job reads a source's feed across the snapshot's rename (spark_jobs.jobs.diff.read_changes);
     a spec still naming the old column fails naming the new one, before anything is written."""
     src = str(tmp_path / "src")
     wide = {"name": "people_wide", "primary_key": ["id"],
@@ -134,7 +134,7 @@ def test_restores_and_renames_in_one_history():
     """names_at_head across a restore maps through the restored version (forward or back);
     feed_ranges leaves rename commits out and starts a piece at each restore; renamed_columns names a
     stale column's current name and the version that renamed it."""
-    from spark_jobs.renames import feed_ranges, names_at_head, renamed_columns
+    from spark_jobs.delta.renames import feed_ranges, names_at_head, renamed_columns
 
     def rename(version, renames):
         return {"version": version, "operation": "RENAME COLUMN", "metadata": {"job": "rename", "renames": renames}}

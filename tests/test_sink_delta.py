@@ -42,7 +42,7 @@ def test_parquet_publish_rewrites_and_swaps(spark, warehouse, tmp_path):
 
 
 def test_mapping_one_commit_per_sync_and_a_rerun_changes_nothing(spark, warehouse, tmp_path):
-    from spark_jobs.lake import history
+    from spark_jobs.delta.lake import history
 
     path = str(tmp_path / "published")
     target = {"type": "delta", "path": path}

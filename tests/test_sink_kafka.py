@@ -1,7 +1,7 @@
 """Kafka upsert sink against a real KRaft broker: the topic read back and replayed (last value per
 key, tombstone = deleted) must equal the source, one key always lands in one partition, and a resend
 after a kill midway still replays to the source. The mirrored topic also reads back through the
-Kafka snapshot source (spark_jobs.upsert_kafka) into a snapshot equal to the one synced."""
+Kafka snapshot source (spark_jobs.sources.upsert_kafka) into a snapshot equal to the one synced."""
 
 import json
 import uuid

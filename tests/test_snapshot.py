@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from spark_jobs.lake import history
+from spark_jobs.delta.lake import history
 from tests.support.jobs import job, job_error, rows_of, write_parquet
 
 SCHEMA = "id INT, name STRING, city STRING"
@@ -109,7 +109,7 @@ def test_null_or_duplicate_keys_fail_and_write_nothing(spark, warehouse, tmp_pat
     assert expected in error["message"] and "Nothing was written" in error["message"]
     # the key's columns and a count, never the rows (they may hold personal data; the message is logged)
     assert "Personal Name" not in error["message"]
-    from spark_jobs.lake import is_delta_table
+    from spark_jobs.delta.lake import is_delta_table
 
     assert not is_delta_table(spark, f"{warehouse}/snapshots/customers")
 

@@ -11,7 +11,7 @@ import re
 import pendulum
 import pytest
 
-from spark_jobs.lake import history
+from spark_jobs.delta.lake import history
 from tests.support.jobs import job, rows_of
 from tests.support.kafka_topic import SCHEMA, UpsertTopic, row
 

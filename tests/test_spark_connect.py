@@ -21,7 +21,7 @@ import pytest
 from airflow_reverse_etl.exceptions import ReverseEtlInfrastructureError
 from airflow_reverse_etl.hooks.spark_job import SparkJobHook
 from spark_jobs.contract import parse_spec
-from spark_jobs.lake import METADATA_CONF, commit_metadata, history, is_delta_table
+from spark_jobs.delta.lake import METADATA_CONF, commit_metadata, history, is_delta_table
 from spark_jobs.session import connect_session, is_connect
 from tests.support.connect_pipeline import ConnectPipeline, http_destination_spec
 from tests.support.spark_connect import own_server, start_server

@@ -5,7 +5,7 @@ import sqlite3
 
 import pytest
 
-from spark_jobs import consumers
+from spark_jobs.state import consumers
 from spark_jobs.contract import Warehouse, change_set_fields
 from tests.support.jobs import job, job_error, write_parquet
 

@@ -7,7 +7,7 @@ import pytest
 from spark_jobs.contract import WidenSpec
 from spark_jobs.entry import run
 from spark_jobs.errors import ConfigError
-from spark_jobs.widen.config import parse
+from spark_jobs.contract.wide_table import parse
 from spark_jobs.widen.job import run_widen
 
 BASE = {

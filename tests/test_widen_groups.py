@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 
 from airflow_reverse_etl.planning import FULL_JOIN, plan
-from spark_jobs.widen.config import parse
+from spark_jobs.contract.wide_table import parse
 from tests.support.wide_lake import Lake
 
 INFO = "order_id INT, status STRING"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_reverse_etl.planning import LEFT_JOIN, plan
-from spark_jobs.widen.config import parse
+from spark_jobs.contract.wide_table import parse
 from tests.support.wide_lake import Lake
 
 ORDERS = "order_id INT, customer_id STRING"

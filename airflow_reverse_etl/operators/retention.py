@@ -9,7 +9,7 @@ from spark_jobs.contract import RetentionSpec
 
 
 class WarehouseRetentionOperator(ReverseEtlJobOperator):
-    """Keep the warehouse from growing with every run (:mod:`spark_jobs.retention`).
+    """Keep the warehouse from growing with every run (:mod:`spark_jobs.jobs.retention`).
 
     Every successful sync already prunes its own consumed change sets (``SinkOperator``'s
     ``keep_change_sets``); run this from a maintenance DAG for the rest, warehouse-wide.

@@ -24,9 +24,9 @@ class SnapshotOperator(ReverseEtlJobOperator):
     retryable ``ReverseEtlConcurrentWriteError``.
 
     :param name: snapshot name; the table is ``<warehouse>/snapshots/<name>``.
-    :param source: ``{"format": "jdbc"|"delta"|"parquet"|"csv"|"kafka", ...}`` (see ``spark_jobs.sources``);
+    :param source: ``{"format": "jdbc"|"delta"|"parquet"|"csv"|"kafka", ...}`` (see ``spark_jobs.sources.read``);
         for JDBC give ``table`` or ``query`` and ``source_conn_id``; for an upsert-kafka topic
-        ``topic`` and ``value_schema`` (``spark_jobs.upsert_kafka``: read on from recorded offsets).
+        ``topic`` and ``value_schema`` (``spark_jobs.sources.upsert_kafka``: read on from recorded offsets).
     :param primary_key: key column(s).
     :param source_conn_id: Airflow connection of a JDBC source (postgres, mysql or jdbc), or of a Kafka
         source (a ``reverse_etl_kafka`` or ``kafka`` connection: brokers, SASL login, extras).
@@ -36,12 +36,12 @@ class SnapshotOperator(ReverseEtlJobOperator):
         it, SCD2 intervals stay open). Declarative: a rename already applied is a no-op.
     :param partition_by: column(s) to partition the table by, chosen when it is created (a later run
         whose partition_by differs is refused): each run's MERGE then reads and rewrites only the
-        partitions its changes touch (``spark_jobs.partitions``).
+        partitions its changes touch (``spark_jobs.delta.partitions``).
     :param on_past_date: ``"refuse"`` (default) or ``"rebuild"`` (templated, e.g. from the run's conf):
         record a date older than the newest recorded one by rebuilding forward — restore the table to
         the date before, record this date, replay the later dates from their own recorded versions,
         and move the consumers committed at a replayed date to its new version
-        (:mod:`spark_jobs.rebuild`). The result's ``replayed`` maps those dates to their new versions.
+        (:mod:`spark_jobs.jobs.rebuild`). The result's ``replayed`` maps those dates to their new versions.
     :param future_margin_s: how far after now a logical date may lie, in seconds (default a day).
         A date further ahead — a typo such as ``2206-01-03`` — fails before anything is written: once
         recorded it would refuse every real date as older than the newest.

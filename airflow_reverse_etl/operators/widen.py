@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError, spec_validation
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
 from spark_jobs.contract import WidenSpec
-from spark_jobs.widen.config import parse  # plain Python: no pyspark import
+from spark_jobs.contract.wide_table import parse  # plain Python: no pyspark import
 
 
 def version_of(source_table: str, value: Any) -> int | None:
@@ -34,7 +34,7 @@ class WidenTableOperator(ReverseEtlJobOperator):
     Change Data Feed on, so ``DiffOperator(snapshot=widen.output)`` publishes it.
 
     The wide-table spec is validated here, at DAG parse time, and again by the Spark job before it
-    reads anything. See :mod:`spark_jobs.widen.config` for its shape.
+    reads anything. See :mod:`spark_jobs.contract.wide_table` for its shape.
 
     :param wide_table: the wide-table spec.
     :param sources: the names of the sources this task merges (default: all, full joins first).

@@ -13,6 +13,8 @@ A package rather than one module, one idea per module:
 * :mod:`.base` — the run identity every spec carries, field checks, the JSON round trip;
 * :mod:`.specs` — one spec per job, with its defaults and rules, and :func:`parse_spec`;
 * :mod:`.results` — one result per job.
+* :mod:`.wide_table` — the wide-table spec (sources, joins, aggregations), which the widen job's
+  spec carries and the planning helper checks at DAG parse time.
 """
 
 from spark_jobs.contract.base import JobResult, JobSpec, resolved_at_run_time

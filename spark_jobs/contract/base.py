@@ -184,6 +184,9 @@ class JobSpec:
     """
 
     job: ClassVar[str] = ""
+    #: The function that runs the job, as ``"module:function"`` (the job registry: the entry point
+    #: imports it when the job runs; a path, not an import, so the contract never imports pyspark).
+    runner: ClassVar[str] = ""
     warehouse: str = option("", text)
     run_id: str | None = option(None, optional(text))
     logical_date: str | None = option(None, optional(text))

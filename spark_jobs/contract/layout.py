@@ -35,7 +35,7 @@ DELTA_CONF = {
 # The Maven coordinate matching delta-spark 4.4.0 on Spark 4.2; used with spark.jars.packages when no
 # local jar directory is configured (clusters that resolve packages themselves).
 DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
-# Spark's own Kafka data source at pyspark's version, for Kafka snapshot sources (spark_jobs.upsert_kafka)
+# Spark's own Kafka data source at pyspark's version, for Kafka snapshot sources (spark_jobs.sources.upsert_kafka)
 KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 #: spark.jars.packages when no local jar directory is configured: what jars/pom.xml fetches otherwise
 SPARK_PACKAGES = f"{DELTA_PACKAGE},{KAFKA_PACKAGE}"

@@ -27,12 +27,12 @@ from spark_jobs.contract.base import (
 )
 from spark_jobs.contract.layout import parse_logical_date, table_rel
 from spark_jobs.errors import ConfigError
-from spark_jobs.widen.config import WideTable, parse as parse_wide_table
+from spark_jobs.contract.wide_table import WideTable, parse as parse_wide_table
 
 #: How a sink turns a change set into destination operations (see :mod:`spark_jobs.sinks.job`).
 SINK_MODES = ("upsert", "insert", "update", "mirror")
 #: what a snapshot does with a logical date older than the newest recorded one: refuse it, or
-#: rebuild the history forward from it (spark_jobs.rebuild)
+#: rebuild the history forward from it (spark_jobs.jobs.rebuild)
 PAST_DATE_POLICIES = ("refuse", "rebuild")
 DEFAULT_RETAIN_HOURS = 168.0  # Delta's own default (delta.deletedFileRetentionDuration = 7 days)
 DEFAULT_MARGIN_S = 300.0
@@ -85,7 +85,7 @@ def wide_table(value: Any) -> WideTable:
     return value if isinstance(value, WideTable) else parse_wide_table(value)
 
 
-#: Spark Kafka source options the job sets itself from the offsets it fixes (spark_jobs.upsert_kafka)
+#: Spark Kafka source options the job sets itself from the offsets it fixes (spark_jobs.sources.upsert_kafka)
 KAFKA_READ_OPTIONS = ("assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets",
                       "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
                       "endingOffsetsByTimestamp")
@@ -104,7 +104,7 @@ def kafka_options(value: Any) -> dict[str, str]:
 
 @dataclass(frozen=True, kw_only=True)
 class KafkaSource:
-    """An upsert-kafka topic as a snapshot source (:mod:`spark_jobs.upsert_kafka`): each message's key
+    """An upsert-kafka topic as a snapshot source (:mod:`spark_jobs.sources.upsert_kafka`): each message's key
     is the primary key as a JSON object, its value the row as JSON (``value_schema``, Spark DDL) or
     null — a tombstone that deletes the key. The snapshot keeps the last value per key.
 
@@ -133,7 +133,7 @@ class KafkaSource:
 
 
 def source(value: Any) -> dict[str, Any]:
-    """A snapshot source as its JSON mapping (:mod:`spark_jobs.sources`); a Kafka source is checked
+    """A snapshot source as its JSON mapping (:mod:`spark_jobs.sources.read`); a Kafka source is checked
     field by field (:class:`KafkaSource`)."""
     value = mapping(value)
     if value.get("format") == "kafka":
@@ -143,16 +143,17 @@ def source(value: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True, kw_only=True)
 class SnapshotSpec(JobSpec):
-    """Record ``source`` as one new version of ``snapshots/<name>`` (:mod:`spark_jobs.snapshot`)."""
+    """Record ``source`` as one new version of ``snapshots/<name>`` (:mod:`spark_jobs.jobs.snapshot`)."""
 
     job: ClassVar[str] = "snapshot"
+    runner: ClassVar[str] = "spark_jobs.jobs.snapshot:run_snapshot"
     name: str = option("", path_name)
     source: dict[str, Any] = option(check=source, factory=dict)
     primary_key: list[str] = option(check=required_names, factory=list)
     allow_schema_evolution: bool = option(False, flag)
-    renames: dict[str, str] = option(check=renaming, factory=dict)  # spark_jobs.renames
-    partition_by: list[str] = option(check=names, factory=list)  # spark_jobs.partitions
-    on_past_date: str = option("refuse", one_of(*PAST_DATE_POLICIES))  # spark_jobs.rebuild
+    renames: dict[str, str] = option(check=renaming, factory=dict)  # spark_jobs.delta.renames
+    partition_by: list[str] = option(check=names, factory=list)  # spark_jobs.delta.partitions
+    on_past_date: str = option("refuse", one_of(*PAST_DATE_POLICIES))  # spark_jobs.jobs.rebuild
     # how far after now a logical date may lie: a typo such as 2206-01-03, once recorded, would refuse
     # every real date as older than the newest
     future_margin_s: float = option(DEFAULT_FUTURE_MARGIN_S, non_negative)
@@ -170,9 +171,10 @@ class SnapshotSpec(JobSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class BackfillSpec(SnapshotSpec):
-    """One snapshot per logical date, in date order, in one application (:mod:`spark_jobs.backfill`)."""
+    """One snapshot per logical date, in date order, in one application (:mod:`spark_jobs.jobs.backfill`)."""
 
     job: ClassVar[str] = "backfill"
+    runner: ClassVar[str] = "spark_jobs.jobs.backfill:run_backfill"
     logical_dates: list[str] = option(check=lambda v: [text(d) for d in required_list(v)], factory=list)
 
     def snapshots(self) -> list[SnapshotSpec]:
@@ -184,9 +186,10 @@ class BackfillSpec(SnapshotSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class DiffSpec(JobSpec):
-    """The net change set of ``table`` since ``consumer``'s committed version (:mod:`spark_jobs.diff`)."""
+    """The net change set of ``table`` since ``consumer``'s committed version (:mod:`spark_jobs.jobs.diff`)."""
 
     job: ClassVar[str] = "diff"
+    runner: ClassVar[str] = "spark_jobs.jobs.diff:run_diff"
     table: str = option("", relative_path)
     consumer: str = option("", path_name)
     to_version: int | None = option(None, optional(integer))
@@ -200,6 +203,7 @@ class SinkSpec(JobSpec):
     """Deliver a change set to ``destination``, then commit the consumer (:mod:`spark_jobs.sinks.job`)."""
 
     job: ClassVar[str] = "sink"
+    runner: ClassVar[str] = "spark_jobs.sinks.job:run_sink"
     changes: str = option("", relative_path)
     table: str = option("", relative_path)
     consumer: str = option("", path_name)
@@ -252,24 +256,27 @@ class _TableVersionSpec(JobSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class RestoreSpec(_TableVersionSpec):
-    """Restore ``table`` to a recorded version (:mod:`spark_jobs.restore`)."""
+    """Restore ``table`` to a recorded version (:mod:`spark_jobs.jobs.restore`)."""
 
     job: ClassVar[str] = "restore"
+    runner: ClassVar[str] = "spark_jobs.jobs.restore:run_restore"
 
 
 @dataclass(frozen=True, kw_only=True)
 class SavepointSpec(_TableVersionSpec):
-    """Protect a version of ``table`` from VACUUM (:mod:`spark_jobs.savepoints`)."""
+    """Protect a version of ``table`` from VACUUM (:mod:`spark_jobs.jobs.savepoints`)."""
 
     job: ClassVar[str] = "savepoint"
+    runner: ClassVar[str] = "spark_jobs.jobs.savepoints:run_savepoint"
     savepoint_name: str | None = option(None, optional(path_name))  # default: v<version>
 
 
 @dataclass(frozen=True, kw_only=True)
 class HistorySpec(JobSpec):
-    """Rewrite ``history/<name>`` from the versions of ``table`` (:mod:`spark_jobs.history`)."""
+    """Rewrite ``history/<name>`` from the versions of ``table`` (:mod:`spark_jobs.jobs.history`)."""
 
     job: ClassVar[str] = "history"
+    runner: ClassVar[str] = "spark_jobs.jobs.history:run_history"
     table: str = option("", lambda v: table_rel(required_text(v)))
     name: str | None = option(None, optional(path_name))  # default: the table's own name
     primary_key: list[str] = option(check=names, factory=list)  # default: the one the table records
@@ -281,9 +288,10 @@ class HistorySpec(JobSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class MaintenanceSpec(JobSpec):
-    """OPTIMIZE / Z-ORDER and a VACUUM that keeps protected versions (:mod:`spark_jobs.maintenance`)."""
+    """OPTIMIZE / Z-ORDER and a VACUUM that keeps protected versions (:mod:`spark_jobs.jobs.maintenance`)."""
 
     job: ClassVar[str] = "maintenance"
+    runner: ClassVar[str] = "spark_jobs.jobs.maintenance:run_maintenance"
     table: str = option("", lambda v: table_rel(required_text(v)))
     zorder_by: list[str] = option(check=names, factory=list)  # implies optimize
     optimize: bool = option(False, flag)
@@ -294,12 +302,13 @@ class MaintenanceSpec(JobSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class RetentionSpec(JobSpec):
-    """Delete what the warehouse no longer needs (:mod:`spark_jobs.retention`): change sets every
+    """Delete what the warehouse no longer needs (:mod:`spark_jobs.jobs.retention`): change sets every
     consumer has committed past (but the newest ``keep_change_sets`` of each), ``_system/jobs``
     folders older than ``job_days`` and dry-run plans older than ``plan_days``. ``dry_run`` lists
     what would go and deletes nothing."""
 
     job: ClassVar[str] = "retention"
+    runner: ClassVar[str] = "spark_jobs.jobs.retention:run_retention"
     keep_change_sets: int = option(DEFAULT_KEEP_CHANGE_SETS, count)
     job_days: float = option(30.0, non_negative)
     plan_days: float = option(7.0, non_negative)
@@ -309,9 +318,10 @@ class RetentionSpec(JobSpec):
 @dataclass(frozen=True, kw_only=True)
 class WidenSpec(JobSpec):
     """Merge some sources of a wide table (:mod:`spark_jobs.widen.job`); ``wide`` follows
-    :mod:`spark_jobs.widen.config`, ``versions`` pins sources to exact versions."""
+    :mod:`spark_jobs.contract.wide_table`, ``versions`` pins sources to exact versions."""
 
     job: ClassVar[str] = "widen"
+    runner: ClassVar[str] = "spark_jobs.widen.job:run_widen"
     wide: WideTable = option(None, wide_table)
     sources: list[str] = option(check=names, factory=list)  # default: all, full joins first
     versions: dict[str, int] = option(check=lambda v: {k: integer(n) for k, n in mapping(v).items()},

@@ -1,6 +1,7 @@
 """The sink protocol: what a destination implements, and nothing more.
 
-A sink is opened with its config on an executor, receives batches of :class:`ChangeRecord` and says
+A sink is opened with its config on an executor, receives batches of :class:`ChangeRecord` (defined with
+the batch, :mod:`spark_jobs.sinks.batch`, and handed on here) and says
 per record whether it was delivered (``None``), rejected for good (:class:`Rejected`) or should be
 tried again (:class:`Retry`). A whole batch that fails for a transient reason raises
 :class:`RetryableError` (with ``retry_after`` when the destination said how long to wait); any other
@@ -15,32 +16,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import Any, ClassVar, Sequence
 
 from spark_jobs.errors import ConfigError, DestinationError
+from spark_jobs.sinks.batch import ChangeBatch, ChangeRecord  # ChangeRecord: part of the sink protocol
 from spark_jobs.sinks.options import SinkOptions
-
-if TYPE_CHECKING:
-    from spark_jobs.sinks.batch import ChangeBatch
 
 from spark_jobs.errors import RetryableError  # noqa: F401  (part of the sink protocol, for sink authors)
 
 OPERATIONS = ("upsert", "insert", "update", "delete")
-
-
-@dataclass(frozen=True)
-class ChangeRecord:
-    """One operation for the destination. ``data`` holds destination field names (mapping applied);
-    for deletes it holds only the key fields. ``change`` is the source change it comes from
-    (insert, update or delete), which the stats count by."""
-
-    op: str
-    key: dict[str, Any]
-    data: dict[str, Any]
-    change: str
-    #: The source key as canonical JSON (Spark's ``to_json`` of the key struct): how the reject ledger
-    #: names the record, so a rejected row can be found again in the snapshot on the next run.
-    id: str = ""
 
 
 @dataclass(frozen=True)
@@ -177,11 +161,9 @@ class Sink:
             raise ConfigError(f"The {label} destination cannot delete, so it cannot take a mirror sync; "
                               "use mode 'upsert'")
 
-    def as_batch(self, records: Sequence[ChangeRecord]) -> "ChangeBatch":
+    def as_batch(self, records: Sequence[ChangeRecord]) -> ChangeBatch:
         """``records`` as a :class:`~spark_jobs.sinks.batch.ChangeBatch` of this sink's fields (it
         already is one when the core calls; a caller driving the sink by hand may pass records)."""
-        from spark_jobs.sinks.batch import ChangeBatch
-
         return ChangeBatch.of(records, self.config.key_fields, self.config.fields)
 
     # --- driver side -------------------------------------------------------------------------

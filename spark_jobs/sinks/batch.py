@@ -2,7 +2,7 @@
 
 The sync job feeds each partition to the executors as Arrow record batches (``mapInArrow``), and the
 core cuts them into :class:`ChangeBatch` es without touching a single row in Python. A batch *is* a
-sequence of :class:`~spark_jobs.sinks.base.ChangeRecord` — a sink that loops over records (SQLite, a
+sequence of :class:`ChangeRecord` — a sink that loops over records (SQLite, a
 plugin) gets them, built once per batch — and it also exposes its Arrow table, so a bulk sink can
 build its whole payload with vectorised code (``pyarrow.csv`` for Postgres' COPY, the JSON the JVM
 already wrote for HTTP and Kafka) instead of per-row Python.
@@ -16,6 +16,7 @@ sets :attr:`~spark_jobs.sinks.base.Sink.wants_json` — ``_key_json``/``_data_js
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -26,6 +27,21 @@ META = ("_op", "_change", "_key")
 
 def _json(value: dict[str, Any]) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class ChangeRecord:
+    """One operation for the destination. ``data`` holds destination field names (mapping applied);
+    for deletes it holds only the key fields. ``change`` is the source change it comes from
+    (insert, update or delete), which the stats count by."""
+
+    op: str
+    key: dict[str, Any]
+    data: dict[str, Any]
+    change: str
+    #: The source key as canonical JSON (Spark's ``to_json`` of the key struct): how the reject ledger
+    #: names the record, so a rejected row can be found again in the snapshot on the next run.
+    id: str = ""
 
 
 class ChangeBatch(Sequence):
@@ -81,8 +97,6 @@ class ChangeBatch(Sequence):
     @cached_property
     def records(self) -> list:
         """The batch as ChangeRecords (built on first use: only row-wise sinks pay for them)."""
-        from spark_jobs.sinks.base import ChangeRecord
-
         keys = self.key_fields
         if "_data_json" in self.table.column_names and not set(self.fields) <= set(self.table.column_names):
             rows = [json.loads(data) for data in self.column("_data_json")]

@@ -25,7 +25,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from spark_jobs.fs import delete, exists, rename
+from spark_jobs.delta.fs import delete, exists, rename
 from spark_jobs.sinks.base import FrameSink
 from spark_jobs.sinks.core import Stats
 from spark_jobs.sinks.options import option
@@ -61,7 +61,7 @@ class DeltaSink(FrameSink):
 
     def _target(self, spark):
         """The published table as a DataFrame, or None when nothing was published yet."""
-        from spark_jobs.lake import is_delta_table
+        from spark_jobs.delta.lake import is_delta_table
 
         if self.format == "delta":
             return spark.read.format("delta").load(self.path) if is_delta_table(spark, self.path) else None
@@ -93,7 +93,7 @@ class DeltaSink(FrameSink):
         return asdict(stats)
 
     def _merge(self, spark, frame, fields: list[str], create: bool) -> None:
-        from spark_jobs.lake import assignments, insert_values, merge_into, retry_on_conflict
+        from spark_jobs.delta.lake import assignments, insert_values, merge_into, retry_on_conflict
 
         if create:
             frame.select(*fields).limit(0).write.format("delta").mode("append").save(self.path)

@@ -22,16 +22,16 @@ target version; a failure or a kill leaves it where it was and the next run send
 
 Around delivery:
 
-* Rows in the reject ledger (:mod:`spark_jobs.rejects`) are sent again, as they are at the target
+* Rows in the reject ledger (:mod:`spark_jobs.state.rejects`) are sent again, as they are at the target
   version, together with the change set; afterwards the ledger is settled.
 * ``max_reject_fraction``: when more of the sent records were refused, the task fails — after the
   ledger, the commit and the run history are written, so what succeeded stays committed and the
   failure is an alert, not a loss.
 * ``dry_run``: the would-be operations are written to ``plans/<consumer>/<table>`` and nothing is
   sent or committed.
-* Every run, failed ones included, appends a row to the run history (:mod:`spark_jobs.runs`).
+* Every run, failed ones included, appends a row to the run history (:mod:`spark_jobs.state.runs`).
 * ``keep_change_sets``: after its commit, a sync deletes the consumer's change sets of the table it
-  has committed past, but the newest few (:mod:`spark_jobs.retention`).
+  has committed past, but the newest few (:mod:`spark_jobs.jobs.retention`).
 """
 
 from __future__ import annotations
@@ -45,18 +45,20 @@ from functools import partial
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
-from spark_jobs import consumers, crashpoints, errors, progress, rejects, retention, runs
-from spark_jobs.columns import SYNC_COLUMNS, data_columns
-from spark_jobs.diff import COUNTED
+from spark_jobs import crashpoints, errors, progress
+from spark_jobs.jobs import retention
+from spark_jobs.state import consumers, rejects, runs
+from spark_jobs.delta.columns import SYNC_COLUMNS, data_columns
+from spark_jobs.jobs.diff import COUNTED
 from spark_jobs.errors import ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets
-from spark_jobs.lake import commit_metadata, latest_version, table_history
+from spark_jobs.delta.lake import commit_metadata, latest_version, table_history
 from spark_jobs.sinks import resolve_sink
 from spark_jobs.sinks.base import FrameSink, SinkConfig
 from spark_jobs.sinks.batch import with_json
 from spark_jobs.sinks.core import OUTCOME_DDL, DeliveryPolicy, Stats, deliver_partition
-from spark_jobs.row_hash import read_table
+from spark_jobs.delta.row_hash import read_table
 
 #: The operation that re-sends a ledger row that still exists at the target version.
 RESEND_OPERATION = {"upsert": "upsert", "insert": "insert", "update": "update", "mirror": "upsert"}

@@ -9,7 +9,7 @@ Spec::
 
 A partitioned wide table (``partition_by`` in the wide-table spec) is created partitioned, and each
 full-join MERGE matches its changed keys only in the partitions their stored rows are in
-(:mod:`spark_jobs.partitions`), so a change confined to one partition rewrites only its files. A left
+(:mod:`spark_jobs.delta.partitions`), so a change confined to one partition rewrites only its files. A left
 join's MERGE matches by key alone: its rows' partitions are not in the reverse index, and finding them
 would cost the scan of the wide table's keys that pruning saves (Delta still rewrites only the files
 holding the rows it updates).
@@ -29,13 +29,14 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
-from spark_jobs import consumers, crashpoints
+from spark_jobs import crashpoints
+from spark_jobs.state import consumers
 from spark_jobs.contract import Warehouse, WidenResult, WidenSpec, table_ref
 from spark_jobs.errors import ConcurrentWriteError, ConfigError, DataQualityError, SchemaDriftError
-from spark_jobs.keys import require_columns
-from spark_jobs.partitions import check_layout, check_new_layout, pruned
-from spark_jobs.renames import renamed_columns
-from spark_jobs.lake import (
+from spark_jobs.delta.keys import require_columns
+from spark_jobs.delta.partitions import check_layout, check_new_layout, pruned
+from spark_jobs.delta.renames import renamed_columns
+from spark_jobs.delta.lake import (
     TABLE_PROPERTIES,
     assignments,
     commit_metadata,
@@ -51,8 +52,8 @@ from spark_jobs.lake import (
 )
 from spark_jobs.widen import guards, partial_update, reverse_index
 from spark_jobs.widen.changes import ROW_TYPES, read_changes, require_table
-from spark_jobs.widen.config import ADDS, RETRACTIONS, Source, WideTable
-from spark_jobs.row_hash import read_table
+from spark_jobs.contract.wide_table import ADDS, RETRACTIONS, Source, WideTable
+from spark_jobs.delta.row_hash import read_table
 
 EXAMPLES = 5
 BROADCAST_CELLS = 1_000_000  # folded rows x columns a change run's MERGE broadcasts (~20 MB on the driver)
@@ -364,7 +365,7 @@ def _ensure_wide(spark, t: WideTable, uri: str, wanted: list[str], types, md, ex
 
 def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base: int,
                 inserts_only: bool) -> dict | None:
-    """Fold the events into the wide table as one commit made :func:`~spark_jobs.lake.on_top_of`
+    """Fold the events into the wide table as one commit made :func:`~spark_jobs.delta.lake.on_top_of`
     ``base``, the version whose merged source versions the events start from: two runs that read the
     same merged versions would otherwise both add the same events (a ``sum`` counted twice). On a
     partitioned table the MERGE matches only in the partitions of the changed keys' stored rows.

@@ -30,7 +30,7 @@ Rules per field (``st`` = stored value, ``v`` = incoming value):
 from __future__ import annotations
 
 from spark_jobs.errors import ConfigError
-from spark_jobs.widen.config import WideTable
+from spark_jobs.contract.wide_table import WideTable
 
 ORDER = "_ord"
 DELETE = "_delete"  # a retraction

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spark_jobs.diff import net_changes
+from spark_jobs.jobs.diff import net_changes
 from spark_jobs.contract import Warehouse
-from spark_jobs.lake import assignments, ensure_system_table, insert_values, merge_into, retry_on_conflict
+from spark_jobs.delta.lake import assignments, ensure_system_table, insert_values, merge_into, retry_on_conflict
 from spark_jobs.widen import guards
 from spark_jobs.widen.changes import read_changes
-from spark_jobs.widen.config import Source, WideTable
-from spark_jobs.row_hash import read_table
+from spark_jobs.contract.wide_table import Source, WideTable
+from spark_jobs.delta.row_hash import read_table
 
 
 @dataclass

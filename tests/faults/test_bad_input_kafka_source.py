@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.lake import is_delta_table, latest_version
+from spark_jobs.delta.lake import is_delta_table, latest_version
 from tests.support.jobs import job, job_error, rows_of
 from tests.support.kafka_topic import UpsertTopic, row
 

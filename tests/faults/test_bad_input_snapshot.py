@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.lake import is_delta_table, latest_version
+from spark_jobs.delta.lake import is_delta_table, latest_version
 from tests.support.jobs import job, job_error, rows_of, write_parquet
 
 SCHEMA = "id INT, name STRING, city STRING"
@@ -165,7 +165,7 @@ def test_every_date_lookup_compares_instants(spark, warehouse, tmp_path):
     with the dates spelt otherwise records nothing new, and time travel and the sensor's look-up find
     the recorded versions by instant."""
     from airflow_reverse_etl.delta_log import find_version
-    from spark_jobs.timetravel import version_for
+    from spark_jobs.delta.timetravel import version_for
 
     source = str(tmp_path / "source")
     write_parquet(spark, source, RECORDED, SCHEMA)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from spark_jobs.errors import ConfigError
-from spark_jobs.widen.config import parse
+from spark_jobs.contract.wide_table import parse
 from tests.support.wide_lake import Lake
 
 ORDERS = {"name": "orders", "primary_key": ["order_id"]}

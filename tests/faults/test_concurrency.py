@@ -83,7 +83,7 @@ def held(monkeypatch, module, name: str, thread_name: str, release: threading.Ev
 
 @pytest.mark.fault("concurrency", "two snapshot runs of one table (no-change run held at its tag, §7.1)")
 def test_two_snapshot_runs_of_one_table(spark, warehouse, tmp_path, monkeypatch):
-    from spark_jobs import snapshot
+    from spark_jobs.jobs import snapshot
 
     full = [(i, f"n{i}", "x") for i in range(9)]
     third = full[:3]
@@ -126,7 +126,7 @@ def test_two_snapshot_runs_of_one_table(spark, warehouse, tmp_path, monkeypatch)
 @pytest.mark.fault("concurrency", "two snapshot dates racing, the later one (unchanged) wins: the earlier is "
                                   "refused as past, not left to retries that never succeed")
 def test_an_earlier_date_overtaken_by_a_later_one(spark, warehouse, tmp_path, monkeypatch):
-    from spark_jobs import snapshot
+    from spark_jobs.jobs import snapshot
 
     full = [(i, f"n{i}", "x") for i in range(6)]
     source_a, source_b = str(tmp_path / "a"), str(tmp_path / "b")

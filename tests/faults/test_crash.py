@@ -160,7 +160,7 @@ def test_widen_killed_between_its_merge_and_the_consumer_commit(spark, warehouse
 
 def merged_by_widen(spark, warehouse) -> int | None:
     """The version of snapshots/sales that _system/consumers says the totals wide table merged."""
-    from spark_jobs.consumers import committed_versions
+    from spark_jobs.state.consumers import committed_versions
     from spark_jobs.contract import Warehouse
 
     return committed_versions(spark, Warehouse(warehouse), "widen:totals").get(("snapshots/sales", "widen:totals"))

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from spark_jobs.consumers import committed_version
+from spark_jobs.state.consumers import committed_version
 from spark_jobs.contract import Warehouse
 from spark_jobs.entry import run
 from tests.support.pipeline import Pipeline
@@ -60,7 +60,7 @@ V2 = [(1, "erp", "tromso"), (3, "web", "lviv"), (4, "crm", "nice")]
 def test_lost_sync_race_with_underscored_columns(spark, warehouse, tmp_path, monkeypatch):
     """Both syncs pass the position check; the winner commits while the loser waits at its commit,
     which then fails: the loser puts back, as they are at the committed version, the rows it sent."""
-    from spark_jobs import consumers
+    from spark_jobs.state import consumers
 
     p = Pipeline(spark, warehouse, tmp_path, schema=UNDERSCORED, key=("_id",))
     database = tmp_path / "crm.db"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from spark_jobs.entry import run
-from spark_jobs.row_hash import without_row_hash
+from spark_jobs.delta.row_hash import without_row_hash
 
 
 def job(spark, job_name: str, warehouse: str, **spec: Any) -> dict[str, Any]:

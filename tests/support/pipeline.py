@@ -49,7 +49,7 @@ class Pipeline:
         return job_error(self.spark, "sink", self.warehouse, **self.spec(changes, destination, **options))
 
     def committed(self) -> int | None:
-        from spark_jobs.consumers import committed_version
+        from spark_jobs.state.consumers import committed_version
         from spark_jobs.contract import Warehouse
 
         return committed_version(self.spark, Warehouse(self.warehouse), f"snapshots/{self.name}", self.consumer)

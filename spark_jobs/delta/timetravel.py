@@ -1,11 +1,11 @@
 """Logical date <-> Delta version, restore-aware, and time travel on Delta sources.
 
 Every commit the jobs make carries the Airflow logical date in its ``userMetadata`` (see
-:func:`spark_jobs.lake.commit_metadata`), so the version of a date is read from the commit history,
+:func:`spark_jobs.delta.lake.commit_metadata`), so the version of a date is read from the commit history,
 never from a side table. A restore to date D is itself a commit tagged D: from then on the versions
 recorded for dates after D (before the restore) no longer describe the table's line of history, and
 are forgotten, so those dates can be replayed in order. A snapshot that rebuilds the history forward
-from a past date D (``rebuild`` in its metadata, :mod:`spark_jobs.rebuild`) starts a new line the same way.
+from a past date D (``rebuild`` in its metadata, :mod:`spark_jobs.jobs.rebuild`) starts a new line the same way.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any, Iterable, Iterator
 
 from spark_jobs.contract import parse_logical_date
 from spark_jobs.errors import ConfigError
-from spark_jobs.lake import commit_info, history, is_delta_table, latest_version
-from spark_jobs.row_hash import read_table
+from spark_jobs.delta.lake import commit_info, history, is_delta_table, latest_version
+from spark_jobs.delta.row_hash import read_table
 
 
 def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, datetime, dict[str, Any]]]:

@@ -4,9 +4,9 @@ What a team asks after the fact — how much did last night's sync send, how muc
 long did it take, which versions did it cover, did it commit — answered from one small Delta table,
 including for runs that failed (``status = 'failed'`` with the error) and dry runs.
 
-Each row is one blind append (:mod:`spark_jobs.system_tables`): no read, no existence check, no
+Each row is one blind append (:mod:`spark_jobs.state.system_tables`): no read, no existence check, no
 conflict with other tasks appending at once. Under the entry point it is written when the job ends,
-beside the lineage row (:func:`spark_jobs.system_tables.recorded_together`).
+beside the lineage row (:func:`spark_jobs.state.system_tables.recorded_together`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from spark_jobs import system_tables
+from spark_jobs.state import system_tables
 from spark_jobs.contract import SinkSpec, Warehouse
 
 TABLE = "runs"

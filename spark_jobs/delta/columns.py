@@ -7,14 +7,14 @@ instead of failing a later job with Spark's raw analysis error.
 
 The jobs add columns of their own to a change set and to the frames a sink reads: Delta's Change
 Data Feed columns and the sync's operation columns (:data:`META_COLUMNS`), and to a snapshot table
-its stored row hash (:data:`~spark_jobs.row_hash.ROW_HASH`). Those are the only names a job treats as
+its stored row hash (:data:`~spark_jobs.delta.row_hash.ROW_HASH`). Those are the only names a job treats as
 not the user's (:data:`RESERVED`); any other name, one starting with ``_`` included, is data.
 """
 
 from __future__ import annotations
 
 from spark_jobs.errors import ConfigError
-from spark_jobs.row_hash import ROW_HASH
+from spark_jobs.delta.row_hash import ROW_HASH
 
 #: Delta's Change Data Feed columns, which every change set carries.
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")

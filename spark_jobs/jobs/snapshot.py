@@ -12,13 +12,13 @@ one is refused (versions must follow logical dates).
 
 Renamed source columns keep their history when the spec says ``renames={"old": "new"}``: the run
 renames the table's column through Delta column mapping (metadata-only commits of their own before
-the snapshot commit, see :mod:`spark_jobs.renames`), so the snapshot commit changes no row for it.
+the snapshot commit, see :mod:`spark_jobs.delta.renames`), so the snapshot commit changes no row for it.
 
 Change Data Feed fast path (design 4.1): when the source is a Delta table with Change Data Feed
 (``{"format": "delta", "path": ..., "cdf": true}``, or CDF found on the source unless ``"cdf": false``),
 every commit also records the source version it read (``source_version``). The next run then reads
 only the source's changes since that version, collapses them to one net change per key
-(:func:`spark_jobs.diff.net_changes`) and MERGEs those, so its cost grows with the number of changes
+(:func:`spark_jobs.jobs.diff.net_changes`) and MERGEs those, so its cost grows with the number of changes
 rather than with the table size. It is the same single commit with the same metadata as a full
 extract and yields the same table. Its key check looks at the changed rows only: the table was
 checked when it was recorded, so a key can only turn null or duplicate through a change (the changed
@@ -26,7 +26,7 @@ keys are looked up in the table, which scans its key column only). Whenever the
 fast path cannot apply (first run, another source or key, a commit since that is not this source's
 snapshot, a changed schema, no CDF over the range) the run reads the full extract.
 
-An upsert-kafka topic source (``{"format": "kafka", ...}``, :mod:`spark_jobs.upsert_kafka`) works the
+An upsert-kafka topic source (``{"format": "kafka", ...}``, :mod:`spark_jobs.sources.upsert_kafka`) works the
 same way with offsets instead of versions: every commit records the end offsets it read
 (``source_offsets``), and the next run reads on from them and MERGEs the new per-key states.
 """
@@ -38,13 +38,15 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from spark_jobs import crashpoints, rebuild, upsert_kafka
-from spark_jobs.columns import CDF_COLUMNS, check_column_names
+from spark_jobs import crashpoints
+from spark_jobs.jobs import rebuild
+from spark_jobs.sources import upsert_kafka
+from spark_jobs.delta.columns import CDF_COLUMNS, check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
-from spark_jobs.diff import AFTER_TYPES, BEFORE_TYPES, net_changes
+from spark_jobs.jobs.diff import AFTER_TYPES, BEFORE_TYPES, net_changes
 from spark_jobs.errors import ConcurrentWriteError, ConfigError, SchemaDriftError, explain
-from spark_jobs.keys import check_key_counts, check_primary_key, require_columns
-from spark_jobs.lake import (
+from spark_jobs.delta.keys import check_key_counts, check_primary_key, require_columns
+from spark_jobs.delta.lake import (
     TABLE_PROPERTIES,
     assignments,
     commit_metadata,
@@ -56,11 +58,13 @@ from spark_jobs.lake import (
     require_intact,
     table_history,
 )
-from spark_jobs.partitions import check_layout, check_new_layout, pruned
-from spark_jobs.renames import apply_renames, pending_renames
-from spark_jobs.row_hash import ROW_HASH, carrying_row_hash, has_row_hash, positions, read_table, row_hash, unchanged
-from spark_jobs.sources import describe, read_source
-from spark_jobs.timetravel import pin_delta_source, recorded_for, recorded_in
+from spark_jobs.delta.partitions import check_layout, check_new_layout, pruned
+from spark_jobs.delta.renames import apply_renames, pending_renames
+from spark_jobs.delta.row_hash import (
+    ROW_HASH, carrying_row_hash, has_row_hash, positions, read_table, row_hash, unchanged,
+)
+from spark_jobs.sources.read import describe, read_source
+from spark_jobs.delta.timetravel import pin_delta_source, recorded_for, recorded_in
 
 
 log = logging.getLogger(__name__)
@@ -153,7 +157,7 @@ def _record(spark, spec: SnapshotSpec) -> SnapshotResult:
     _refuse_far_future(spec)
     # a Delta source is pinned to the exact version read: the result names it, the commit records it
     source = pin_delta_source(spark, source, logical_date)
-    # a Kafka source is fixed at the end offsets of its partitions now (spark_jobs.upsert_kafka)
+    # a Kafka source is fixed at the end offsets of its partitions now (spark_jobs.sources.upsert_kafka)
     topic = upsert_kafka.fix({**source, "key": key}) if source.get("format") == "kafka" else None
     metadata: dict[str, Any] = {
         "job": "snapshot",
@@ -219,7 +223,7 @@ def _record(spark, spec: SnapshotSpec) -> SnapshotResult:
 
 def _write_first(spark, uri: str, df, key: list[str], name: str, metadata: dict[str, Any],
                  partition_by: list[str] | None) -> None:
-    """Write the table's first version, each row with its hash (:mod:`spark_jobs.row_hash`): the key
+    """Write the table's first version, each row with its hash (:mod:`spark_jobs.delta.row_hash`): the key
     check and the write both read the extract, so it is cached for the two passes."""
     from pyspark import StorageLevel
 
@@ -245,13 +249,13 @@ def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict
     """MERGE the extract: update changed rows, insert new keys, delete vanished ones. ``added`` are
     columns new to the table (schema evolution): a row changes if it has a value there. With
     ``partition_by`` (the table's partition columns) the MERGE matches only in the partitions where
-    the changed rows' current versions live (:mod:`spark_jobs.partitions`). ``changes``: the rows
+    the changed rows' current versions live (:mod:`spark_jobs.delta.partitions`). ``changes``: the rows
     :func:`_detect_changes` found, when the caller has already looked (None: look now).
 
     Only the changed rows reach the MERGE. A MERGE of the whole extract with a not-matched-by-source
     clause would join every source row with every table row, value by value, and then again to
     write: measured at 1M rows this way is about twice as fast, and the MERGE's cost follows the
-    changes. The caller runs this :func:`~spark_jobs.lake.on_top_of` the version it read: if another
+    changes. The caller runs this :func:`~spark_jobs.delta.lake.on_top_of` the version it read: if another
     run moves the table between the join and the MERGE, this run's commit is refused instead of
     applying its changes to the other run's data."""
     from pyspark.sql import functions as F
@@ -330,7 +334,7 @@ def _changed_rows(table, df, key: list[str], added: list[str], partition_by: lis
     """The extract's rows that differ from the ``table`` (new keys and changed rows), its rows whose key
     is not unique (``EXTRACT_ROWS`` > 1), plus one row per vanished key (``VANISHED`` true), from a
     full outer join on the key of the extract with the table's keys and row hashes. Each extract row
-    carries its hash in ``ROW_HASH`` (:mod:`spark_jobs.row_hash`). The table's side reads its stored
+    carries its hash in ``ROW_HASH`` (:mod:`spark_jobs.delta.row_hash`). The table's side reads its stored
     hashes, so it reads two columns whatever its width; a table written before hashes were stored
     has its values hashed here. Columns new to the table are null in its rows, so a row changes if it
     has a value there. For a partitioned table each row also carries ``PRIOR``, the partition its
@@ -362,7 +366,7 @@ def _changed_rows(table, df, key: list[str], added: list[str], partition_by: lis
 
 def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
     """The history entry of this run's commit on top of ``base``, run inside
-    :func:`~spark_jobs.lake.on_top_of` ``base`` after the MERGE (or instead of it)."""
+    :func:`~spark_jobs.delta.lake.on_top_of` ``base`` after the MERGE (or instead of it)."""
     own = committed_since(spark, uri, base, metadata["run_id"], f"snapshot table {uri}")
     if own is not None:
         return own
@@ -405,7 +409,7 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
                           partition_by: list[str]) -> dict[str, Any]:
     """The fast path: MERGE the source's net changes over (since, version] as one commit; returns its
     history entry. ``previous_rows``: the row count the table's newest commit recorded; ``base``: the
-    version the commit must land on (the caller runs this :func:`~spark_jobs.lake.on_top_of` it).
+    version the commit must land on (the caller runs this :func:`~spark_jobs.delta.lake.on_top_of` it).
     With ``partition_by`` the MERGE matches only in the partitions of the changed rows' before-images,
     which are where their current rows are."""
     from pyspark import StorageLevel

@@ -19,7 +19,7 @@ A run that renames makes its rename commits (the column mapping upgrade the firs
 "renames"}`` and no logical date, so they are not recorded snapshots and add no Change Data Feed
 rows. Delta refuses to read the Change Data Feed across a rename, so readers of a range that spans
 rename commits read the range in pieces between them, each piece renamed to the head's names
-(:func:`feed_ranges`, :func:`spark_jobs.diff.read_changes`); time-travel readers rename an old
+(:func:`feed_ranges`, :func:`spark_jobs.jobs.diff.read_changes`); time-travel readers rename an old
 version's columns with :func:`names_at_head`.
 
 A restore (the restore job, or a rebuild's restore of its base) to a version before a rename brings
@@ -27,7 +27,7 @@ the old names back with the old schema: the next snapshot run with the same ``re
 again. Readers follow that too: :func:`names_at_head` maps a name across a restore through the
 version it restored (recorded as ``restored_version`` in the restore's commit), and a restore commit
 starts a Change Data Feed piece of its own. A rebuild replays later dates from their old versions
-under the head's names (:mod:`spark_jobs.rebuild`).
+under the head's names (:mod:`spark_jobs.jobs.rebuild`).
 
 Consumers that name a snapshot's columns by hand (a wide table's spec) name its current columns: a
 spec still naming a renamed column fails naming the new name (:func:`renamed_columns`).
@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 from spark_jobs.errors import ConcurrentWriteError, ConfigError
-from spark_jobs.lake import commit_metadata, delta_path, history
+from spark_jobs.delta.lake import commit_metadata, delta_path, history
 
 #: The ``job`` of the commits a rename makes.
 RENAME_JOB = "rename"

@@ -5,7 +5,7 @@ and wrote.
 from which source version?" without the Airflow metadata DB. The entry point appends the row after
 the job succeeded, so a failed job leaves no row, and a row always names versions that exist.
 
-The row is one blind append (:mod:`spark_jobs.system_tables`): the first one creates the table, so a
+The row is one blind append (:mod:`spark_jobs.state.system_tables`): the first one creates the table, so a
 job pays no existence check, and appends of tasks finishing at once do not conflict.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from spark_jobs import system_tables
+from spark_jobs.state import system_tables
 from spark_jobs.contract import JobSpec, Warehouse
 
 TABLE = "lineage"

@@ -4,7 +4,7 @@ This is the heart of the commit protocol: a diff reads changes in (committed, V]
 finished delivering V moves ``committed`` to V. A failed or killed sync leaves it where it was, so the
 next run resends everything not yet acknowledged.
 
-``_system/consumers`` is append-only (see :mod:`spark_jobs.system_tables`): each commit appends one
+``_system/consumers`` is append-only (see :mod:`spark_jobs.state.system_tables`): each commit appends one
 row per (table, consumer) with ``seq``, that pair's commit sequence (1, 2, ...), and a unique
 ``commit_id``; the committed version of a pair is the one in its row with the highest ``seq``. Rows
 an older release wrote (one per pair, updated in place, no ``seq``) count as sequence 0. To see the
@@ -32,10 +32,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from spark_jobs import system_tables
+from spark_jobs.state import system_tables
 from spark_jobs.contract import Warehouse
 from spark_jobs.errors import StaleCommitError
-from spark_jobs.lake import history
+from spark_jobs.delta.lake import history
 
 TABLE = "consumers"
 DDL = ("table STRING, consumer STRING, committed_version BIGINT, committed_at TIMESTAMP, run_id STRING, "

@@ -2,8 +2,8 @@
 
 A MERGE's ON clause is SQL text. A predicate there on the target alone is used twice: Delta skips the
 files it rules out, and Spark filters the target's rows with it in the scan, before they join the
-source. Both the partition predicate (:mod:`spark_jobs.partitions`) and the key list
-(:mod:`spark_jobs.key_pruning`) are built from values read off the change rows, so only types whose
+source. Both the partition predicate (:mod:`spark_jobs.delta.partitions`) and the key list
+(:mod:`spark_jobs.delta.key_pruning`) are built from values read off the change rows, so only types whose
 values print back exactly qualify: no floats (a printed double may round), no timestamps (a session
 time zone reads them).
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from spark_jobs import consumers
+from spark_jobs.state import consumers
 from spark_jobs.contract import CHANGE_KINDS, DiffResult, DiffSpec, table_ref
 from spark_jobs.errors import AlreadyDeliveredError, ConfigError
-from spark_jobs.expressions import balanced
-from spark_jobs.keys import require_columns
-from spark_jobs.lake import commit_info, latest_version, require_intact, table_history
-from spark_jobs.renames import feed_ranges, to_head_names
-from spark_jobs.row_hash import read_table
+from spark_jobs.delta.expressions import balanced
+from spark_jobs.delta.keys import require_columns
+from spark_jobs.delta.lake import commit_info, latest_version, require_intact, table_history
+from spark_jobs.delta.renames import feed_ranges, to_head_names
+from spark_jobs.delta.row_hash import read_table
 
 BEFORE_TYPES = ("update_preimage", "delete")  # a change whose row existed before the change
 AFTER_TYPES = ("insert", "update_postimage")  # a change whose row exists after it
@@ -88,7 +88,7 @@ def read_changes(spark, uri: str, start: int, end: int, entries: list[dict[str, 
     """The Change Data Feed of the table at ``uri`` over versions [start, end], under the column names
     of version ``end`` (``entries``: the table's history).
 
-    Delta refuses to read the feed across a column rename (:mod:`spark_jobs.renames`), so the range is
+    Delta refuses to read the feed across a column rename (:mod:`spark_jobs.delta.renames`), so the range is
     read in pieces between the rename commits (which change no row) and restores, each piece's columns
     renamed to their names at ``end``; a column added in the range is null in the pieces before it, as in one
     read of the whole range."""

@@ -37,7 +37,7 @@ one event, ``+I``/``+U`` adding values and ``-U``/``-D`` retracting *the values 
 (Paimon's ``rowkind.field``), applied in ``order_field`` order within one commit.
 
 ``partition_by`` partitions the wide table by primary-key or full-join columns, chosen when the table is
-created, as for a snapshot (:mod:`spark_jobs.partitions`): each full-join merge then rewrites only the
+created, as for a snapshot (:mod:`spark_jobs.delta.partitions`): each full-join merge then rewrites only the
 partitions of the rows it changes. Left-join columns cannot partition it: they change whenever their
 right rows do, and would move wide rows between partitions on a dimension's update.
 

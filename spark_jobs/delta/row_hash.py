@@ -24,7 +24,7 @@ does see it (Delta has no hidden columns), as the README says. A table written b
 has no such column: its runs hash the table's values as before (:func:`has_row_hash`) and do not add
 the column row by row (a column half filled would be wrong); a snapshot table written anew has it.
 
->>> from spark_jobs.row_hash import ROW_HASH, read_table
+>>> from spark_jobs.delta.row_hash import ROW_HASH, read_table
 >>> read_table(spark, "/lake/snapshots/customers", version=3).columns  # doctest: +SKIP
 ['id', 'name', 'email']
 """
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from spark_jobs.expressions import balanced
+from spark_jobs.delta.expressions import balanced
 
 #: The column of a snapshot table holding each row's hash of its values.
 ROW_HASH = "_aretl_row_hash"
@@ -45,7 +45,7 @@ def row_hash(columns: list[str], positions: dict[str, int]):
 
     Built as one SQL expression, parsed once by Spark: one Column object per value through py4j cost
     a 2,000-column table ~17 s per snapshot, and the XORs nest as a balanced tree
-    (:func:`~spark_jobs.expressions.balanced`) so that the analyzer's recursion stays shallow."""
+    (:func:`~spark_jobs.delta.expressions.balanced`) so that the analyzer's recursion stays shallow."""
     from pyspark.sql import functions as F
 
     if not columns:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from spark_jobs.contract import Warehouse
-from spark_jobs.lake import (assignments, ensure_system_table, insert_values, is_delta_table, merge_into,
+from spark_jobs.delta.lake import (assignments, ensure_system_table, insert_values, is_delta_table, merge_into,
                              retry_on_conflict)
 
 TABLE = "rejects"

@@ -6,7 +6,7 @@ changed or the key vanished; null while current), ``is_current`` and ``_version`
 interval started at). A hard delete closes the interval; a key that comes back opens a new one.
 
 The versions used are the snapshot's line of history (one per recorded logical date, restores
-honoured: :func:`spark_jobs.timetravel.recorded_versions`). Each is read by time travel and the
+honoured: :func:`spark_jobs.delta.timetravel.recorded_versions`). Each is read by time travel and the
 intervals are found with window functions, all in Spark: nothing proportional to the data reaches
 the driver. The cost is one scan per recorded version, which is what makes restores correct (the
 Change Data Feed across a RESTORE is file-level, not row-level). The history table is rewritten as
@@ -19,11 +19,11 @@ from typing import Any
 
 from spark_jobs.contract import HistoryResult, HistorySpec, parse_logical_date, table_ref
 from spark_jobs.errors import ConfigError
-from spark_jobs.keys import require_columns
-from spark_jobs.lake import commit_metadata, history, table_history
-from spark_jobs.renames import to_head_names
-from spark_jobs.timetravel import recorded_in
-from spark_jobs.row_hash import read_table
+from spark_jobs.delta.keys import require_columns
+from spark_jobs.delta.lake import commit_metadata, history, table_history
+from spark_jobs.delta.renames import to_head_names
+from spark_jobs.delta.timetravel import recorded_in
+from spark_jobs.delta.row_hash import read_table
 
 SCD_COLUMNS = ("valid_from", "valid_to", "is_current", "_version")
 
@@ -32,7 +32,7 @@ def scd2_frame(spark, uri: str, key: list[str], chain: list[tuple[int, str]],
                entries: list[dict[str, Any]] | None = None):
     """The SCD2 rows of table ``uri`` over ``chain`` = [(version, logical date)] in order. ``entries``
     (the table's history) tell the renamed columns: each version is read under the head's names, so a
-    rename closes no interval (:mod:`spark_jobs.renames`)."""
+    rename closes no interval (:mod:`spark_jobs.delta.renames`)."""
     from functools import reduce
 
     from pyspark.sql import Window

@@ -1,7 +1,7 @@
 """Savepoints: table versions that maintenance must keep readable.
 
 ``<warehouse>/_system/savepoints`` holds (table, version, logical date, name). VACUUM's retention is
-derived from the oldest savepoint (see :mod:`spark_jobs.maintenance`), so a month-end snapshot stays
+derived from the oldest savepoint (see :mod:`spark_jobs.jobs.maintenance`), so a month-end snapshot stays
 readable by time travel however often the table is vacuumed afterwards.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from spark_jobs.contract import SavepointResult, SavepointSpec, Warehouse, table_ref
-from spark_jobs.lake import ensure_system_table, merge_into, retry_on_conflict
-from spark_jobs.timetravel import target_version
+from spark_jobs.delta.lake import ensure_system_table, merge_into, retry_on_conflict
+from spark_jobs.delta.timetravel import target_version
 
 TABLE = "savepoints"
 DDL = "table STRING, version BIGINT, logical_date STRING, name STRING, created_at TIMESTAMP, run_id STRING"

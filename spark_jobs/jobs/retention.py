@@ -12,7 +12,7 @@ Three kinds of leftovers grow with every run (the layout is :mod:`spark_jobs.con
 By default every successful sync prunes its own (consumer, table) change sets right after its
 commit (:func:`prune_change_sets`, ``SinkSpec.keep_change_sets``); this job does all of it for the
 whole warehouse, e.g. from a maintenance DAG. Delta tables' own old files are VACUUM's business
-(:mod:`spark_jobs.maintenance`).
+(:mod:`spark_jobs.jobs.maintenance`).
 
 Folders are listed and deleted through fsspec on the driver, as the Airflow hook writes the job
 folders: the same code works for a classic driver and a Spark Connect client (which has no JVM to
@@ -25,9 +25,9 @@ import logging
 import posixpath
 from datetime import datetime, timedelta, timezone
 
-from spark_jobs import consumers
+from spark_jobs.state import consumers
 from spark_jobs.contract import RetentionResult, RetentionSpec, Warehouse, change_set_version, job_dir_started
-from spark_jobs.lake import history
+from spark_jobs.delta.lake import history
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_
 
 from spark_jobs.contract import parse_commit_metadata
 from spark_jobs.errors import ConfigError, CorruptTableError, is_write_conflict
-from spark_jobs.key_pruning import listed_keys
+from spark_jobs.delta.key_pruning import listed_keys
 
 METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
@@ -239,7 +239,7 @@ def merge_into(spark, uri: str, source, on: str, *clauses: str, checkpointed: bo
 
     ``key``: the columns ``on`` matches by equality. A source of few rows then also lists their keys
     in the ON clause, so that the target's rows are filtered before the join
-    (:mod:`spark_jobs.key_pruning`).
+    (:mod:`spark_jobs.delta.key_pruning`).
 
     ``checkpointed``: ``source`` is a local checkpoint (``localCheckpoint(eager=True)``), rows
     already computed with no lineage left to re-run, so every pass of the MERGE reads the same rows

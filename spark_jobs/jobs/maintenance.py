@@ -3,8 +3,8 @@
 VACUUM deletes data files that a commit removed longer ago than the retention. A version stays
 readable as long as no file it references was deleted, i.e. as long as the retention reaches back
 to its commit. So the retention actually used is the longer of the one asked for and the age of the
-oldest *protected* version: every savepoint (:mod:`spark_jobs.savepoints`) and every consumer's
-committed version (:mod:`spark_jobs.consumers`: the next diff reads the Change Data Feed after it),
+oldest *protected* version: every savepoint (:mod:`spark_jobs.jobs.savepoints`) and every consumer's
+committed version (:mod:`spark_jobs.state.consumers`: the next diff reads the Change Data Feed after it),
 plus a safety margin. Nothing protected is ever vacuumed, whatever retention the DAG asks for.
 
 VACUUM lists the table's files with a shuffle of ``spark.sql.sources.parallelPartitionDiscovery.parallelism``
@@ -20,13 +20,13 @@ import math
 from datetime import datetime, timezone
 from typing import Any, Iterator
 
-from spark_jobs import consumers
+from spark_jobs.state import consumers
 from spark_jobs.contract import MaintenanceResult, MaintenanceSpec, Warehouse, table_ref
 from spark_jobs.errors import ConfigError
-from spark_jobs.keys import require_columns
-from spark_jobs.lake import commit_metadata, delta_path, history, is_delta_table, latest_version
-from spark_jobs.savepoints import savepointed_versions
-from spark_jobs.row_hash import read_table
+from spark_jobs.delta.keys import require_columns
+from spark_jobs.delta.lake import commit_metadata, delta_path, history, is_delta_table, latest_version
+from spark_jobs.jobs.savepoints import savepointed_versions
+from spark_jobs.delta.row_hash import read_table
 
 CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"  # VACUUM END commit carries the metrics

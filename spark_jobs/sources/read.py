@@ -12,7 +12,7 @@ Source spec (JSON)::
 
 A password never appears in the spec: ``password_env`` names the environment variable that holds it
 (set by the Airflow hook in the spark-submit process only); a Kafka source's connection secrets travel
-the same way (``secrets_env``). A Kafka source is an upsert-kafka topic (:mod:`spark_jobs.upsert_kafka`):
+the same way (``secrets_env``). A Kafka source is an upsert-kafka topic (:mod:`spark_jobs.sources.upsert_kafka`):
 the snapshot job reads it incrementally, from the offsets its last version recorded.
 """
 
@@ -22,9 +22,9 @@ import os
 import re
 from typing import Any
 
-from spark_jobs import upsert_kafka
+from spark_jobs.sources import upsert_kafka
 from spark_jobs.errors import ConfigError, spark_condition
-from spark_jobs.row_hash import without_row_hash
+from spark_jobs.delta.row_hash import without_row_hash
 
 FORMATS = ("jdbc", "delta", "parquet", "csv", "kafka")
 
@@ -85,7 +85,7 @@ def _read(spark, source: dict[str, Any]):
 
 
 def _read_delta(spark, path: str, source: dict[str, Any], options: dict[str, str]):
-    from spark_jobs.lake import is_delta_table
+    from spark_jobs.delta.lake import is_delta_table
 
     if not is_delta_table(spark, path):
         raise ConfigError(f"Source {path!r} is not a Delta table")

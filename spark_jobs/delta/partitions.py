@@ -12,7 +12,7 @@ it leaves.
 Partition columns are chosen once, when the table is created: re-partitioning rewrites every file,
 so a spec whose ``partition_by`` differs from the table's is refused (record into a new table). They
 must be low-cardinality columns of a type whose values are exact as SQL literals (strings, whole
-numbers, dates, booleans: :data:`spark_jobs.literals.LITERAL_TYPES`); past
+numbers, dates, booleans: :data:`spark_jobs.delta.literals.LITERAL_TYPES`); past
 :data:`MAX_PRUNED_PARTITIONS` touched partitions the predicate is left out, as it would cost more to
 plan than it saves.
 """
@@ -20,8 +20,8 @@ plan than it saves.
 from __future__ import annotations
 
 from spark_jobs.errors import ConfigError
-from spark_jobs.lake import delta_path
-from spark_jobs.literals import LITERAL_TYPES, column, literal
+from spark_jobs.delta.lake import delta_path
+from spark_jobs.delta.literals import LITERAL_TYPES, column, literal
 
 #: The Spark types a partition column may have: its values are written into MERGE predicates.
 PARTITION_TYPES = LITERAL_TYPES

@@ -1,7 +1,7 @@
 """Restore job: return a table to the version recorded for a logical date (Delta RESTORE).
 
 The restore is a new commit tagged with the *target* logical date and ``job: restore``, so from then
-on the table's line of history ends at that date (:func:`spark_jobs.timetravel.recorded_versions`)
+on the table's line of history ends at that date (:func:`spark_jobs.delta.timetravel.recorded_versions`)
 and the dates after it can be replayed in order. The lineage row (written by the entry point) names
 the version restored from and the version the restore wrote.
 """
@@ -9,8 +9,8 @@ the version restored from and the version the restore wrote.
 from __future__ import annotations
 
 from spark_jobs.contract import RestoreResult, RestoreSpec, table_ref
-from spark_jobs.lake import commit_metadata, history, latest_version
-from spark_jobs.timetravel import target_version
+from spark_jobs.delta.lake import commit_metadata, history, latest_version
+from spark_jobs.delta.timetravel import target_version
 
 
 def run_restore(spark, spec: RestoreSpec) -> RestoreResult:

@@ -9,7 +9,7 @@ A snapshot table's versions follow logical dates, so a past date cannot simply b
 2. the snapshot job records D as usual (one MERGE of D's extract), its commit marked ``rebuild``
    with the replay plan ``[[date, old version], ...]`` of the later dates. From that commit on the
    line of history restarts at D: the older commits of later dates are hidden
-   (:func:`spark_jobs.timetravel.walk_recorded`);
+   (:func:`spark_jobs.delta.timetravel.walk_recorded`);
 3. :func:`finish` replays each later date from its own recorded version, by time travel, as a new
    commit tagged with that date (``replayed_from``: the old version), oldest first, and moves every
    consumer whose committed version was one of the replaced ones to the new version of the same
@@ -25,14 +25,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from spark_jobs import consumers
+from spark_jobs.state import consumers
 from spark_jobs.contract import SnapshotSpec, parse_logical_date
-from spark_jobs.lake import commit_metadata, history, latest_version, on_top_of
-from spark_jobs.renames import to_head_names
-from spark_jobs.timetravel import recorded_for, recorded_versions
-from spark_jobs.row_hash import read_table
+from spark_jobs.delta.lake import commit_metadata, history, latest_version, on_top_of
+from spark_jobs.delta.renames import to_head_names
+from spark_jobs.delta.timetravel import recorded_for, recorded_versions
+from spark_jobs.delta.row_hash import read_table
 
-Merge = Callable[..., object]  # spark_jobs.snapshot._merge(spark, uri, df, key, added, metadata, base)
+Merge = Callable[..., object]  # spark_jobs.jobs.snapshot._merge(spark, uri, df, key, added, metadata, base)
 
 
 def start(spark, uri: str, recorded: dict[str, dict[str, Any]], spec: SnapshotSpec) -> dict[str, Any]:
@@ -68,7 +68,7 @@ def finish(spark, spec: SnapshotSpec, uri: str, entry: dict[str, Any], merge: Me
 def _replay(spark, uri: str, key: list[str], date: str, old_version: int, run_id: str | None,
             merge: Merge) -> None:
     """Record ``date`` again with the content it had at ``old_version`` (one MERGE, one commit), under
-    the head's column names: a column renamed since (:mod:`spark_jobs.renames`) keeps its values."""
+    the head's column names: a column renamed since (:mod:`spark_jobs.delta.renames`) keeps its values."""
     entries = history(spark, uri)
     df = to_head_names(read_table(spark, uri, old_version), entries, old_version)
     old = next(e for e in entries if e["version"] == old_version)["metadata"]

@@ -42,8 +42,8 @@ from spark_jobs.contract import KafkaSource
 from spark_jobs.env_secrets import read_secrets
 from spark_jobs.errors import ConfigError, DataQualityError, RetryableError
 from spark_jobs.kafka_clients import brokers, client_config, spark_kafka_options
-from spark_jobs.lake import assignments, commit_metadata, insert_values, merge_into
-from spark_jobs.row_hash import carrying_row_hash, read_table, unchanged
+from spark_jobs.delta.lake import assignments, commit_metadata, insert_values, merge_into
+from spark_jobs.delta.row_hash import carrying_row_hash, read_table, unchanged
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ _METADATA_TIMEOUT_S = 30.0
 #: before the read instead (:func:`read_on` compares the recorded offsets with the earliest held).
 _READ_DEFAULTS = {"failOnDataLoss": "false"}
 
-Record = Callable[..., dict[str, Any]]  # spark_jobs.snapshot._record_if_unchanged(spark, uri, metadata, base)
+Record = Callable[..., dict[str, Any]]  # spark_jobs.jobs.snapshot._record_if_unchanged(spark, uri, metadata, base)
 
 
 def describe(source: dict[str, Any]) -> str:

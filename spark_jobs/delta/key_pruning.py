@@ -14,7 +14,7 @@ commit's ``operationParameters`` in the table's log (so a MERGE's keys stay read
 log's retention, as its partition values do). With 150k keys the same MERGE took 37-41 s against
 22-29 s without the list. So past :data:`MAX_LISTED_KEYS` source rows the ON clause stays as it is,
 and so it does for key types whose values are not exact as literals
-(:data:`spark_jobs.literals.LITERAL_TYPES`). The list never changes what matches: a target row that
+(:data:`spark_jobs.delta.literals.LITERAL_TYPES`). The list never changes what matches: a target row that
 equals a source row on the key has one of the source's keys.
 
 Reading the keys is a Spark job over the source, so the MERGEs that list them read sources that are
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from spark_jobs.keys import any_null
-from spark_jobs.literals import LITERAL_TYPES, column, literal
+from spark_jobs.delta.keys import any_null
+from spark_jobs.delta.literals import LITERAL_TYPES, column, literal
 
 #: Past this many source rows a MERGE goes without the key list.
 MAX_LISTED_KEYS = 10_000

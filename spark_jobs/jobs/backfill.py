@@ -9,7 +9,7 @@ saves a JVM start per date: a week costs one spark-submit.
 from __future__ import annotations
 
 from spark_jobs.contract import BackfillResult, BackfillSpec
-from spark_jobs.snapshot import run_snapshot
+from spark_jobs.jobs.snapshot import run_snapshot
 
 
 def run_backfill(spark, spec: BackfillSpec) -> BackfillResult:
