@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run the whole test suite: first the static checks (ruff, then mypy on the two packages; seconds,
+# Run the whole test suite: first the static checks (ruff, mypy on the two packages, the import rules; seconds,
 # so a typo fails before any service starts), then pytest. Starts the real services the tests need
 # (Postgres, Kafka) with the project's own scripts and stops them afterwards; a service that was
 # already running is used and left running. The Spark Connect server is started by its pytest fixture
@@ -23,6 +23,8 @@ echo "test: ruff"
 ruff check .
 echo "test: mypy"
 mypy
+echo "test: import rules (lint-imports)"
+lint-imports
 
 started=()  # the services this script is responsible for stopping
 cleanup() {
