@@ -26,7 +26,7 @@ from airflow_reverse_etl.hooks.spark_connect_runner import TaskAttempt
 from airflow_reverse_etl.hooks.spark_job import SparkJobHook
 from airflow_reverse_etl.lineage import operator_lineage, table_asset
 from airflow_reverse_etl.links import JobResultLink, JobSpecLink, SparkApplicationLink
-from spark_jobs.contract import JobSpec
+from spark_jobs.contract import JobSpec, resolved_at_run_time
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class ReverseEtlJobOperator(BaseOperator):
         data-aware DAGs can be scheduled on them. Skipped for names only known at run time."""
         from airflow_reverse_etl import config
 
-        if any("{{" in str(part) for part in (self.warehouse, *tables)):
+        if resolved_at_run_time([self.warehouse, *tables]):
             return
         root = config.warehouse_uri(self.warehouse)
         self.outlets = [*self.outlets, *(table_asset(f"{root}/{rel}") for rel in tables)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
-from spark_jobs.contract import HistorySpec
+from spark_jobs.contract import HistorySpec, resolved_at_run_time
 
 
 class SnapshotHistoryOperator(ReverseEtlJobOperator):
@@ -29,7 +29,7 @@ class SnapshotHistoryOperator(ReverseEtlJobOperator):
         self.table = table
         self.name = name
         self.primary_key = primary_key
-        if "{{" not in table and "{{" not in (name or ""):
+        if not resolved_at_run_time([table, name]):
             self.declare_outlets(HistorySpec.of(table=table, name=name).rel)
 
     def build_spec(self, context):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_reverse_etl.operators.table_version import TableVersionOperator
-from spark_jobs.contract import RestoreSpec, table_rel
+from spark_jobs.contract import RestoreSpec, resolved_at_run_time, table_rel
 
 
 class TableRestoreOperator(TableVersionOperator):
@@ -21,7 +21,7 @@ class TableRestoreOperator(TableVersionOperator):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if "{{" not in self.table:
+        if not resolved_at_run_time(self.table):
             self.declare_outlets(table_rel(self.table))
 
     def event_counts(self, result):
