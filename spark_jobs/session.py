@@ -12,6 +12,7 @@ import contextlib
 import contextvars
 import glob
 import os
+import threading
 from typing import Any, Iterator
 
 from spark_jobs.contract import DELTA_CONF
@@ -91,8 +92,7 @@ def connect_session(url: str, session_id: str | None = None,
     import delta.connect.exceptions  # noqa: F401  (registers the conversion of Delta's errors)
     from pyspark.sql import SparkSession
 
-    mode_before = os.environ.get(_CONNECT_MODE)
-    try:
+    with _connect_mode.held():
         session = SparkSession.builder.remote(with_session_id(url, session_id) if session_id else url).create()
         session.client.set_retry_policies(bounded_retries(timeout_s))
         try:
@@ -100,11 +100,39 @@ def connect_session(url: str, session_id: str | None = None,
         finally:
             session.client.set_retry_policies(bounded_retries(_STOP_TIMEOUT_S))
             session.stop()  # best effort: pyspark logs a release that failed and closes the channel
-    finally:
-        if mode_before is None:
-            os.environ.pop(_CONNECT_MODE, None)
-        else:
-            os.environ[_CONNECT_MODE] = mode_before
+
+
+class _ConnectModeSwitch:
+    """pyspark's process-wide Connect switch (an environment variable), on while any Connect session
+    of this process is open and back as it was when the last one closes. Each session saving and
+    restoring the variable itself let two jobs in threads leave it on for good (the second saved the
+    first's "on" and restored it last), after which every classic session of the process failed with
+    JVM_ATTRIBUTE_NOT_SUPPORTED."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._before: str | None = None
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        with self._lock:
+            if self._users == 0:
+                self._before = os.environ.get(_CONNECT_MODE)
+            self._users += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    if self._before is None:
+                        os.environ.pop(_CONNECT_MODE, None)
+                    else:
+                        os.environ[_CONNECT_MODE] = self._before
+
+
+_connect_mode = _ConnectModeSwitch()
 
 
 def bounded_retries(timeout_s: float) -> list:

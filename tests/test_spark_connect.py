@@ -135,10 +135,15 @@ def test_a_job_whose_server_is_killed_fails_in_bounded_time_and_its_retry_conver
 
 
 def test_two_jobs_at_once_in_one_process_both_succeed(spark_connect_server, tmp_path):
+    """Both succeed, and the process is back in classic mode afterwards: each job's session once
+    saved and restored pyspark's process-wide Connect switch itself, so two in threads could leave it
+    on, breaking every later classic session of the process."""
+    mode_before = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
     pipelines = [ConnectPipeline(spark_connect_server.url, tmp_path / name, {}) for name in ("a", "b")]
     with ThreadPoolExecutor(len(pipelines)) as pool:
         diffs = list(pool.map(lambda p: p.changes(range(1, 4)), pipelines))
     assert [d["counts"]["insert"] for d in diffs] == [3, 3], diffs
+    assert os.environ.get("SPARK_CONNECT_MODE_ENABLED") == mode_before
 
 
 def _wait_for(condition, timeout_s: float) -> None:

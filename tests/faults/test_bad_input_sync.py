@@ -77,10 +77,12 @@ def test_underscore_columns_arrive_and_a_rejected_underscore_key_drains_from_the
     p = Pipeline(spark, warehouse, tmp_path, schema="_id INT, name STRING, _source STRING", key=("_id",))
     first = p.sync(p.step([(1, "ann", "crm"), (2, "bad", "erp")]), sqlite(database))
     assert first["stats"]["rejected"] == 1 and [e["key"] for e in p.ledger()] == ['{"_id":2}']
-    with sqlite3.connect(database) as conn:
-        conn.execute("DROP TABLE customers")  # the destination is fixed: the next sync re-creates it
+    with sqlite3.connect(database) as conn:  # the destination is fixed: the same table without the check
+        conn.executescript("CREATE TABLE fixed (_id INTEGER PRIMARY KEY, name TEXT, _source TEXT); "
+                           "INSERT INTO fixed SELECT * FROM customers; DROP TABLE customers; "
+                           "ALTER TABLE fixed RENAME TO customers;")
     second = p.sync(p.step([(1, "ann", "crm"), (2, "bad", "erp"), (3, "cid", "web")]), sqlite(database))
     assert second["committed"] and second["resent"] == 1 and p.ledger() == []
     with sqlite3.connect(database) as conn:
-        assert sorted(conn.execute("SELECT _id, name, _source FROM customers")) == [(2, "bad", "erp"),
-                                                                                    (3, "cid", "web")]
+        assert sorted(conn.execute("SELECT _id, name, _source FROM customers")) == [
+            (1, "ann", "crm"), (2, "bad", "erp"), (3, "cid", "web")]
