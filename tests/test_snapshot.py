@@ -133,10 +133,10 @@ def test_csv_and_delta_sources(spark, warehouse, tmp_path):
     csv = tmp_path / "c.csv"
     csv.write_text("id,name,city\n1,a,x\n2,b,y\n")
     result = job(spark, "snapshot", warehouse, name="from_csv", primary_key=["id"],
-                 source={"format": "csv", "path": str(csv), "schema": SCHEMA}, logical_date="d1", run_id="r")
+                 source={"format": "csv", "path": str(csv), "schema": SCHEMA}, logical_date="2026-01-01", run_id="r")
     assert result["rows"] == 2
     delta_src = f"{warehouse}/snapshots/from_csv"
     result = job(spark, "snapshot", warehouse, name="from_delta", primary_key=["id"],
-                 source={"format": "delta", "path": delta_src, "version": 0}, logical_date="d1", run_id="r")
+                 source={"format": "delta", "path": delta_src, "version": 0}, logical_date="2026-01-01", run_id="r")
     assert result["rows"] == 2
     assert json.loads(json.dumps(result))["inputs"][0]["version"] == 0

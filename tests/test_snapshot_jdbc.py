@@ -53,6 +53,6 @@ def test_snapshot_a_table_then_a_query(spark, warehouse, app_db):
 def test_a_missing_password_variable_is_named(spark, warehouse, app_db, monkeypatch):
     _, settings, _ = app_db
     monkeypatch.delenv(settings["password_env"])
-    error = job_error(spark, "snapshot", warehouse, name="app", primary_key=["id"], logical_date="d",
+    error = job_error(spark, "snapshot", warehouse, name="app", primary_key=["id"], logical_date="2026-01-01",
                       run_id="r", source={"format": "jdbc", **settings, "table": "app_customers"})
     assert settings["password_env"] in error["message"]
