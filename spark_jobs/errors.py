@@ -166,13 +166,15 @@ def _relative(table_path: str, warehouse: str | None) -> str:
 
 
 def spark_condition(exc: BaseException) -> str | None:
-    """The error condition (class) Spark reports for ``exc`` (``COLUMN_ALREADY_EXISTS``, ...), in a
-    classic session and over Spark Connect alike; None for an exception that is not Spark's."""
+    """The error condition Spark reports for ``exc`` without its sub-condition
+    (``DELTA_MISSING_DELTA_TABLE``, ``COLUMN_ALREADY_EXISTS``, ...), in a classic session and over
+    Spark Connect alike; None for an exception that is not Spark's."""
     condition = getattr(exc, "getCondition", None)
     try:
-        return condition() if callable(condition) else None
+        full = condition() if callable(condition) else None
     except Exception:  # an exception from the JVM whose condition cannot be read
         return None
+    return full.split(".")[0] if full else None
 
 
 class StorageFullError(RetryableError):

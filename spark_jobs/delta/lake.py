@@ -14,7 +14,7 @@ from typing import Any, Iterator, Sequence
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from spark_jobs.contract import parse_commit_metadata
-from spark_jobs.errors import ConfigError, CorruptTableError, is_write_conflict
+from spark_jobs.errors import ConfigError, CorruptTableError, is_write_conflict, spark_condition
 from spark_jobs.delta.key_pruning import listed_keys
 
 METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
@@ -112,7 +112,7 @@ def is_delta_table(spark, uri: str) -> bool:
         with _quiet_connect_errors():
             detail = spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("format").first()
     except AnalysisException as exc:
-        if (exc.getCondition() or "").split(".")[0] in _NOT_A_DELTA_TABLE:
+        if spark_condition(exc) in _NOT_A_DELTA_TABLE:
             return False
         raise
     return detail is not None and detail["format"] == "delta"
@@ -172,7 +172,7 @@ def table_history(spark, uri: str, limit: int | None = None) -> list[dict[str, A
         with _quiet_connect_errors():
             return history(spark, uri, limit)
     except AnalysisException as exc:
-        if (exc.getCondition() or "").split(".")[0] in _NOT_A_DELTA_TABLE:
+        if spark_condition(exc) in _NOT_A_DELTA_TABLE:
             return None
         raise
 
