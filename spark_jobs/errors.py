@@ -226,3 +226,10 @@ class StaleCommitError(JobError):
     retry of the same task fails the same way (its change set starts from the old position), so it is
     not retryable (a permanent error: the task fails without retries): run the DAG for the current date,
     whose diff starts from the committed version."""
+
+
+class AlreadyCommittedError(StaleCommitError):
+    """A sync's target version is exactly the one its consumer has committed, by another run: an older
+    task cleared after a newer run delivered the same version. Nothing is left to deliver, so the sync
+    job reports it as delivered instead of failing (the way a diff of an already delivered version is
+    skipped); raised only where that answer is known before anything is sent."""

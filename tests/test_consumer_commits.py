@@ -46,6 +46,21 @@ def test_a_stale_rerun_fails_before_sending_and_the_commit_stays(spark, warehous
     assert stale["status"] == "failed" and not stale["committed"] and "StaleCommitError" in stale["error"]
 
 
+def test_a_rerun_of_a_delivered_version_succeeds_as_already_delivered(spark, warehouse, tmp_path):
+    p = Pipeline(spark, warehouse, tmp_path)
+    p.sync(p.step(V0), destination(tmp_path), mode="mirror")
+    second = p.step(V1)
+    p.sync(second, destination(tmp_path), mode="mirror")
+    assert p.committed() == 1
+
+    # The second day's sync, cleared after it committed, runs again: its version is the committed one.
+    again = p.sync(second, destination(tmp_path), mode="mirror")
+    assert again["already_delivered"] and "already has version 1" in again["already_delivered"]
+    assert not again["committed"] and again["stats"]["sent"] == 0
+    assert p.committed() == 1 and rows_at(tmp_path) == V1
+    assert p.runs()[-1]["status"] == "already_delivered"
+
+
 def test_a_commit_over_a_newer_commit_is_refused(spark, warehouse):
     wh = Warehouse(warehouse)
     consumers.commit(spark, wh, "snapshots/t", "crm", 1, "setup")

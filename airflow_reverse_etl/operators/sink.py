@@ -129,7 +129,7 @@ class SinkOperator(ReverseEtlJobOperator):
 
     def written_assets(self, result):
         address = self.destination_address()
-        if result.get("dry_run") or address is None:
+        if result.get("dry_run") or result.get("already_delivered") or address is None:
             return []
         stats = result["stats"]
         metadata = {"version": result["to_version"], "from_version": result["from_version"],
@@ -140,6 +140,8 @@ class SinkOperator(ReverseEtlJobOperator):
         if result.get("dry_run"):
             return (f"dry run of sync {result['table']} -> {result['destination'].get('type')} ({result['mode']}) "
                     f"v{result['to_version']}: would send {result['planned']}; plan in {result['plan']['name']}")
+        if result.get("already_delivered"):
+            return f"sync {result['table']} v{result['to_version']}: already delivered. {result['already_delivered']}"
         s = result["stats"]
         return (f"sync {result['table']} -> {result['destination'].get('type')} ({result['mode']}) "
                 f"v{result['to_version']}: sent {s['sent']} (+{s['inserted']} ~{s['updated']} -{s['deleted']}), "

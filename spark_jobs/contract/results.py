@@ -74,6 +74,8 @@ class SinkResult(JobResult):
     resent: int  # records sent again from the reject ledger
     inputs: list[Ref]
     committed: bool
+    # why nothing was sent: another run already delivered and committed this version (a cleared old task)
+    already_delivered: str | None = omitted_when_none()
     plan: Ref | None = omitted_when_none()  # dry runs: where the operations were written
     stats: dict[str, Any]
     delivery_s: float | None = omitted_when_none()  # wall time of the delivery itself

@@ -50,7 +50,7 @@ from spark_jobs.jobs import retention
 from spark_jobs.state import consumers, rejects, runs
 from spark_jobs.delta.columns import SYNC_COLUMNS, data_columns
 from spark_jobs.jobs.diff import COUNTED
-from spark_jobs.errors import ConfigError, DestinationError, JobError, StaleCommitError
+from spark_jobs.errors import AlreadyCommittedError, ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets
 from spark_jobs.delta.lake import commit_metadata, latest_version, table_history
@@ -229,13 +229,39 @@ def _deliver_in_executors(frame, sink_cls, config: SinkConfig, key_fields: list[
 
 def run_sink(spark, spec: SinkSpec) -> SinkResult:
     started_at = datetime.now(timezone.utc)
+    try:
+        return _run_sink(spark, spec, started_at)
+    except AlreadyCommittedError as exc:
+        return _already_delivered(spark, spec, started_at, exc)
+
+
+def _already_delivered(spark, spec: SinkSpec, started_at: datetime, exc: AlreadyCommittedError) -> SinkResult:
+    """The result of a sync whose version another run delivered and committed: green, nothing sent,
+    nothing committed, and a run history row that says so."""
+    destination = spec.destination
+    sink_cls = resolve_sink(destination.get("type", ""))
+    run = runs.record(spark, spec.lake, spec, sink=str(sink_cls.name or destination.get("type")),
+                      destination=destination_label(destination), status="already_delivered",
+                      started_at=started_at, error=str(exc))
+    return SinkResult(
+        table=spec.table, consumer=spec.consumer, mode=spec.mode,
+        destination={k: v for k, v in destination.items() if k != "secrets_env"},
+        from_version=spec.from_version, to_version=spec.to_version, dry_run=False, planned={}, resent=0,
+        inputs=[], committed=False, already_delivered=str(exc), stats=Stats().__dict__, outputs=[],
+        run={k: run[k] for k in ("status", "started_at", "finished_at", "duration_s", "outcomes")})
+
+
+def _run_sink(spark, spec: SinkSpec, started_at: datetime) -> SinkResult:
     wh = spec.lake
     mode = spec.mode
     changes_uri = wh.uri(spec.changes)
     changes_history = table_history(spark, changes_uri, 1)  # the one read of the change set's log
     if changes_history is None:
         committed = consumers.committed_version(spark, wh, spec.table, spec.consumer)
-        if committed is not None and committed >= spec.to_version:  # a re-run after retention pruned it
+        if committed == spec.to_version:  # a re-run after its version was delivered and pruned
+            raise AlreadyCommittedError(f"Change set {spec.changes} was deleted by retention after {spec.consumer} "
+                                        f"committed its version {committed} of {spec.table}. Nothing was sent.")
+        if committed is not None and committed > spec.to_version:  # a re-run after retention pruned it
             raise StaleCommitError(f"Change set {spec.changes} was deleted by retention: {spec.consumer} has "
                                    f"already committed version {committed} of {spec.table}. Nothing was sent.")
         raise ConfigError(f"Change set {spec.changes} does not exist; run the diff first")
@@ -252,6 +278,8 @@ def run_sink(spark, spec: SinkSpec) -> SinkResult:
     try:
         result = _sync(spark, wh, spec, mode, destination, sink_cls, changes_uri, changes_history[0]["version"],
                        progress_so_far)
+    except AlreadyCommittedError:
+        raise  # not a failure: run_sink reports it as delivered
     except Exception as exc:
         record_run("failed", f"{type(exc).__name__}: {exc}"[:4000])
         raise

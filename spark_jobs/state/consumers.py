@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 
 from spark_jobs.state import system_tables
 from spark_jobs.contract import Warehouse
-from spark_jobs.errors import StaleCommitError
+from spark_jobs.errors import AlreadyCommittedError, StaleCommitError
 from spark_jobs.delta.lake import history
 
 TABLE = "consumers"
@@ -118,12 +118,17 @@ def require_position(spark, wh: Warehouse, table_rel: str, consumer: str, from_v
     checked before delivery so that a stale sync fails before sending anything.
 
     A sync from version F commits only over F. A sync from nothing (the first one, or a full resync)
-    commits over nothing or over any version up to its own target — never backwards."""
+    commits over nothing or over any version up to its own target — never backwards. A sync whose
+    target the pair has already committed (another run delivered it) raises
+    :class:`~spark_jobs.errors.AlreadyCommittedError`, a stale commit with nothing left to send."""
     current = position(spark, wh, table_rel, consumer)
     if from_version is None:
         fits = current.version is None or current.version <= to_version
     else:
         fits = current.version == int(from_version)
+    if not fits and current.version == to_version:
+        raise AlreadyCommittedError(f"Consumer {consumer!r} of {table_rel} already has {current.describe()}: "
+                                    "the version this sync would deliver. Nothing was sent.")
     if not fits:
         raise StaleCommitError(_stale_message(current, from_version, to_version, delivered=False))
     return current
