@@ -55,6 +55,18 @@ DAY_3 = {**{k: v for k, v in DAY_2.items() if k != 3},
 SOURCE_BY_DAY = {"2026-01-01": DAY_1, "2026-01-02": DAY_2, "2026-01-03": DAY_3}
 
 
+def customers_on(ds: str | None) -> dict:
+    """The demo application's customers as they are on ``ds``: the newest day of its data up to then.
+    A date before its first day (or a run without a logical date) has no data: say which dates do."""
+    known = [d for d in SOURCE_BY_DAY if ds is not None and d <= ds]
+    if not known:
+        raise ValueError(f"The demo's application has data for {', '.join(SOURCE_BY_DAY)} (and keeps the last "
+                         f"day's afterwards), none for logical date {ds}: trigger or backfill the DAG for one "
+                         f"of those dates, e.g. airflow dags trigger reverse_etl_demo --logical-date "
+                         f"{min(SOURCE_BY_DAY)}T00:00:00+00:00")
+    return SOURCE_BY_DAY[max(known)]
+
+
 def source_csv(ds: str) -> str:
     """The application's extract of one logical date: one file per date, so the runs of several dates
     (a backfill) never read each other's extract."""
@@ -77,8 +89,8 @@ with DAG(
     @task
     def extract_customers(ds: str | None = None) -> str:
         """Write the application's customers table as it looks on this logical date."""
-        rows = SOURCE_BY_DAY.get(ds) or SOURCE_BY_DAY[max(d for d in SOURCE_BY_DAY if d <= ds)]
-        path = source_csv(ds)
+        rows = customers_on(ds)
+        path = source_csv(str(ds))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", newline="") as handle:
             writer = csv.writer(handle)

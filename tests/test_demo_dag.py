@@ -53,3 +53,16 @@ def test_demo_dag_mirrors_three_days_into_the_crm(airflow_db, monkeypatch, tmp_p
     assert [r["committed"] for r in results] == [True] * len(days)
     assert [(r["stats"]["inserted"], r["stats"]["updated"], r["stats"]["deleted"]) for r in results] == (
         STATS_BY_DAY[:len(days)])
+
+
+def test_a_date_before_the_demo_data_names_the_dates_it_has(monkeypatch, tmp_path):
+    demo = load_demo(monkeypatch, tmp_path)
+    assert demo.customers_on("2026-01-05") == demo.DAY_3  # after the last day: the last day's data
+    for date in ("2025-12-31", None):
+        try:
+            demo.customers_on(date)
+        except ValueError as exc:
+            assert "has data for 2026-01-01, 2026-01-02, 2026-01-03" in str(exc), exc
+            assert f"none for logical date {date}" in str(exc) and "--logical-date 2026-01-01" in str(exc)
+        else:
+            raise AssertionError(f"{date}: no error")
