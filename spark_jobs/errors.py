@@ -51,6 +51,13 @@ class AlreadyDeliveredError(ConfigError):
     DiffOperator skips its sync on it rather than failing the run."""
 
 
+class PastDateRefusedError(ConfigError):
+    """A snapshot's logical date is older than the newest recorded one and the run did not ask to
+    rebuild forward (``on_past_date="rebuild"``). Nothing was written. The Airflow SnapshotOperator
+    skips its task on it (with the reason and the command to rebuild) instead of failing it: a failed
+    task of a ``depends_on_past`` operator would hold every later date of a backfill waiting forever."""
+
+
 class DataQualityError(JobError):
     """The source data breaks a rule the job relies on (null or duplicate primary keys)."""
 

@@ -1,8 +1,10 @@
 """Backfill of the demo DAG through Airflow's own scheduler: a real ``airflow standalone`` (LocalExecutor),
 ``airflow backfill create`` and ``airflow tasks clear`` as a user runs them, every job on the Spark
 Connect server. With the operators' default settings the runs that a backfill starts together record
-their dates one at a time, oldest first; a cleared, already delivered date sends nothing; a date
-before the first recorded one goes in with the rebuild option, and the history stays in date order."""
+their dates one at a time, oldest first; a cleared (reprocessed), already delivered date sends nothing; a date before
+the newest recorded one is refused without stranding the backfill (its task is skipped with the command
+to run next, and the later dates of the backfill go on); that command rebuilds it, and the history stays
+in date order."""
 
 import importlib.util
 import json
@@ -21,6 +23,8 @@ DAY_1, DAY_2, DAY_3 = "2026-01-01", "2026-01-02", "2026-01-03"
 ALL_DONE = {"extract_customers": "success", "snapshot_customers": "success", "diff_customers": "success",
             "sync_crm": "success"}
 NOTHING_TO_SEND = {**ALL_DONE, "diff_customers": "skipped", "sync_crm": "skipped"}
+REFUSED = {**NOTHING_TO_SEND, "snapshot_customers": "skipped"}
+REBUILD = ("--dag-run-conf", json.dumps({"on_past_date": "rebuild"}))
 
 
 def source_by_day() -> dict[str, dict]:
@@ -65,9 +69,12 @@ def rows(day: str) -> list[tuple]:
     return [(key, *values) for key, values in sorted(SOURCE_BY_DAY[day].items())]
 
 
+def run_id(airflow, day: str) -> str:
+    return next(r for r in airflow.dag_runs(DAG_ID) if r["logical_date"].startswith(day))["dag_run_id"]
+
+
 def run_states(airflow, day: str) -> dict[str, str | None]:
-    run = next(r for r in airflow.dag_runs(DAG_ID) if r["logical_date"].startswith(day))
-    return airflow.task_states(DAG_ID, run["dag_run_id"])
+    return airflow.task_states(DAG_ID, run_id(airflow, day))
 
 
 def synced_versions(airflow) -> list[tuple[int, bool]]:
@@ -100,7 +107,8 @@ def scd2(days: list[str]) -> list[tuple]:
 def test_a_backfill_records_dates_in_order_a_cleared_date_sends_nothing_and_an_earlier_date_rebuilds(
         airflow, connect_session):
     """One history through three user actions (sharing the instance's runs: each backfilled date is a
-    minute of CI): a backfill of two dates, a clear, and a backfill of an earlier date."""
+    minute of CI): a backfill of two dates, a backfill of an older and a delivered date with the default
+    settings, and the rebuild command the refusal names."""
     from pyspark.sql import functions as F
 
     from spark_jobs.state.consumers import committed_version
@@ -113,17 +121,25 @@ def test_a_backfill_records_dates_in_order_a_cleared_date_sends_nothing_and_an_e
     assert synced_versions(airflow) == [(0, True), (1, True)]
     assert crm(airflow) == rows(DAY_3)
 
-    # The older date again: its snapshot is reused, and the consumer already has a newer version.
-    cleared_at = datetime.now(timezone.utc).isoformat()
-    airflow.clear(DAG_ID, DAY_2, DAY_2)
-    assert airflow.wait_for_runs(DAG_ID, [DAY_2], since=cleared_at) == {DAY_2: "success"}
-    assert run_states(airflow, DAY_2) == NOTHING_TO_SEND
+    # An older date with the default settings, in one backfill with the delivered date 2026-01-02: the older
+    # one is refused (skipped, saying what to run next), and the later one does not wait for it forever.
+    # 2026-01-02 runs again (reprocessing clears its run, as `airflow tasks clear` does): its snapshot is
+    # reused, and the consumer already has a newer version, so nothing is sent.
+    refused_at = datetime.now(timezone.utc).isoformat()
+    airflow.backfill(DAG_ID, DAY_1, DAY_2, "--reprocess-behavior", "completed")
+    assert airflow.wait_for_runs(DAG_ID, [DAY_1, DAY_2], since=refused_at) == {DAY_1: "success", DAY_2: "success"}
+    assert run_states(airflow, DAY_1) == REFUSED and run_states(airflow, DAY_2) == NOTHING_TO_SEND
+    log = airflow.task_log(DAG_ID, run_id(airflow, DAY_1), "snapshot_customers")
+    command = (f"airflow backfill create --dag-id {DAG_ID} --from-date {DAY_1} --to-date {DAY_1} "
+               f"--reprocess-behavior completed --dag-run-conf '{REBUILD[1]}'")
+    assert "older than the newest recorded one" in log and command in log, log
     assert line_of_history(airflow) == [(DAY_2, 0), (DAY_3, 1)]
     assert crm(airflow) == rows(DAY_3)
 
-    # A date before the first recorded one goes in with the rebuild option.
-    airflow.backfill(DAG_ID, DAY_1, DAY_1, *REPROCESS, "--dag-run-conf", json.dumps({"on_past_date": "rebuild"}))
-    assert airflow.wait_for_runs(DAG_ID, [DAY_1]) == {DAY_1: "success"}
+    # The command it named, right after (the backfill ended): the date goes in by rebuilding forward.
+    rebuilt_at = datetime.now(timezone.utc).isoformat()
+    airflow.backfill(DAG_ID, DAY_1, DAY_1, "--reprocess-behavior", "completed", *REBUILD)
+    assert airflow.wait_for_runs(DAG_ID, [DAY_1], since=rebuilt_at) == {DAY_1: "success"}
     # v2 restores the table to before 2026-01-01 (empty), v3 records it, v4 and v5 replay the later dates
     assert line_of_history(airflow) == [(DAY_1, 3), (DAY_2, 4), (DAY_3, 5)]
     assert run_states(airflow, DAY_1) == NOTHING_TO_SEND  # the CRM already has the newest date

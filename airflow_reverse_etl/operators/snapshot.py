@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, ClassVar, Sequence
 
+from airflow.exceptions import AirflowSkipException
+
 from airflow_reverse_etl.connections import jdbc_source, kafka_source
-from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError
+from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator, logical_date_of
 from spark_jobs.contract import SnapshotSpec
+from spark_jobs.errors import PastDateRefusedError
+
+#: Where a templated ``on_past_date`` reads its value: a DAG param or a key of the run's conf.
+_CONF_KEY = re.compile(r"""params\.(\w+)|params\[['"](\w+)['"]\]|dag_run\.conf(?:\.get\(|\[)['"](\w+)['"]""")
 
 
 class SnapshotOperator(ReverseEtlJobOperator):
@@ -48,6 +57,11 @@ class SnapshotOperator(ReverseEtlJobOperator):
 
     Returns (XCom) ``{table, uri, version, logical_date, run_id, rows, inserted, updated, deleted,
     primary_key, reused, replayed, inputs, outputs}``.
+
+    A refused past date *skips* the task (and with it the run's diff and sync), with the reason and the
+    command that rebuilds it in the log: a failed ``depends_on_past`` task would leave every later date
+    of the same backfill waiting forever, and the backfill could never end (nor another start). The
+    command names the DAG param or conf key ``on_past_date`` is templated from, when it is.
     """
 
     job = SnapshotSpec.job
@@ -75,6 +89,7 @@ class SnapshotOperator(ReverseEtlJobOperator):
         self.renames = dict(renames or {})
         self.partition_by = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
         self.on_past_date = on_past_date
+        self._on_past_date_source = on_past_date  # before rendering: which conf key sets it
         self.declare_outlets(f"snapshots/{name}")
 
     def snapshot_values(self) -> tuple[dict[str, Any], dict[str, str]]:
@@ -95,6 +110,28 @@ class SnapshotOperator(ReverseEtlJobOperator):
     def build_spec(self, context):
         values, secrets = self.snapshot_values()
         return SnapshotSpec.of(**values), secrets
+
+    def execute(self, context) -> dict[str, Any]:
+        try:
+            return super().execute(context)
+        except ReverseEtlConfigError as exc:
+            if exc.error.get("type") == PastDateRefusedError.__name__:
+                reason = f"{exc.error['message']} {self.rebuild_instructions(context)}"
+                self.log.warning("Skipped, this date is refused: %s", reason)
+                raise AirflowSkipException(reason) from None
+            raise
+
+    def rebuild_instructions(self, context) -> str:
+        """What to run to record this refused date after all, in Airflow terms."""
+        dag_id, date = context["dag"].dag_id, context.get("ds") or logical_date_of(context)
+        found = _CONF_KEY.search(str(self._on_past_date_source))
+        if found is None:
+            return (f"In Airflow: set on_past_date=\"rebuild\" on task {self.task_id} (or template it from a "
+                    "DAG param) and run this date again.")
+        conf = json.dumps({next(g for g in found.groups() if g): "rebuild"})
+        return ("In Airflow, run the date again with the rebuild option (give the whole range to rebuild "
+                f"several dates): airflow backfill create --dag-id {dag_id} --from-date {date} --to-date {date} "
+                f"--reprocess-behavior completed --dag-run-conf '{conf}'")
 
     def event_counts(self, result):
         return {k: result[k] for k in ("rows", "inserted", "updated", "deleted")}

@@ -44,7 +44,7 @@ from spark_jobs.sources import upsert_kafka
 from spark_jobs.delta.columns import CDF_COLUMNS, check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
 from spark_jobs.jobs.diff import AFTER_TYPES, BEFORE_TYPES, net_changes
-from spark_jobs.errors import ConcurrentWriteError, ConfigError, SchemaDriftError, explain
+from spark_jobs.errors import ConcurrentWriteError, ConfigError, PastDateRefusedError, SchemaDriftError, explain
 from spark_jobs.delta.keys import check_key_counts, check_primary_key, require_columns
 from spark_jobs.delta.lake import (
     TABLE_PROPERTIES,
@@ -87,7 +87,7 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
         raise overtaken from exc
 
 
-def _overtaken(spark, spec: SnapshotSpec) -> ConfigError | None:
+def _overtaken(spark, spec: SnapshotSpec) -> PastDateRefusedError | None:
     """The refusal of this run's date when a later date was recorded while it ran, else None."""
     if not spec.logical_date or spec.on_past_date == "rebuild":
         return None
@@ -101,9 +101,9 @@ def _overtaken(spark, spec: SnapshotSpec) -> ConfigError | None:
                               "was committed, and a plain retry would be refused like this. ")
 
 
-def _past_date_refused(spec: SnapshotSpec, newest: str, version: int, why: str = "") -> ConfigError:
+def _past_date_refused(spec: SnapshotSpec, newest: str, version: int, why: str = "") -> PastDateRefusedError:
     logical_date = spec.logical_date
-    return ConfigError(
+    return PastDateRefusedError(
         f"Snapshot {spec.name}: logical date {logical_date} is older than the newest recorded one "
         f"({newest}, version {version}). {why}Versions follow logical dates, so a "
         f"past date is not inserted by default. Run it with on_past_date=\"rebuild\" to rebuild "

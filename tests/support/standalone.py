@@ -132,6 +132,12 @@ class AirflowStandalone:
         instances = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
         return {ti["task_id"]: ti["state"] for ti in instances}
 
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        """The text of one task attempt's log, as the UI shows it."""
+        log = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}")
+        content = log.get("content")
+        return content if isinstance(content, str) else json.dumps(content)
+
     def wait_for_dag(self, dag_id: str, timeout: float = 180) -> dict[str, Any]:
         """Wait until the dag processor has parsed ``dag_id``; return it as the API shows it."""
         deadline = time.monotonic() + timeout
