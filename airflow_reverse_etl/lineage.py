@@ -95,26 +95,64 @@ def destination_asset_uri(namespace: str, name: str) -> str:
 
 def operator_lineage(result: dict[str, Any] | None, destinations: Sequence[tuple[str, str]] = ()):
     """OpenLineage input/output datasets of a job result, each with its Delta version as a facet,
-    plus the ``destinations`` (namespace, name) a sink wrote to.
+    plus the ``destinations`` (namespace, name) a sink wrote to; every output carries the job's column
+    lineage (:func:`column_lineage_facet`).
 
     On failure, ``result`` is what the task meant to read and write (no versions: nothing was)."""
     from airflow.providers.openlineage.extractors import OperatorLineage
     from openlineage.client.event_v2 import InputDataset, OutputDataset
     from openlineage.client.facet_v2 import dataset_version_dataset
 
-    def datasets(refs: list[dict[str, Any]], cls):
+    result = result or {}
+    links = result.get("column_lineage") or []
+
+    def datasets(refs: list[dict[str, Any]], cls, with_columns: bool = False):
         # One dataset per table: a backfill lists a table once per date, the last one is the newest.
         latest = {dataset_name(ref["uri"]): ref for ref in refs if ref.get("uri")}  # sinks have no path
         out = []
         for (namespace, name), ref in latest.items():
-            facets = {}
+            facets: dict[str, Any] = {}
             if ref.get("version") is not None:
                 facets["version"] = dataset_version_dataset.DatasetVersionDatasetFacet(
                     datasetVersion=str(ref["version"]))
+            columns = [c for c in links if c["output"] and dataset_name(c["output"]) == (namespace, name)]
+            if with_columns and columns:
+                facets["columnLineage"] = column_lineage_facet(columns)
             out.append(cls(namespace=namespace, name=name, facets=facets))
         return out
 
-    result = result or {}
-    outputs = datasets(result.get("outputs") or [], OutputDataset)
-    outputs += [OutputDataset(namespace=namespace, name=name) for namespace, name in destinations]
+    outputs = datasets(result.get("outputs") or [], OutputDataset, with_columns=True)
+    to_destination = [c for c in links if c["output"] is None]
+    outputs += [OutputDataset(namespace=namespace, name=name,
+                              facets={"columnLineage": column_lineage_facet(to_destination)} if to_destination else {})
+                for namespace, name in destinations]
     return OperatorLineage(inputs=datasets(result.get("inputs") or [], InputDataset), outputs=outputs)
+
+
+#: The product's transformations (:data:`spark_jobs.column_lineage.TRANSFORMATIONS`) as OpenLineage's
+#: (type, subtype): a rename moves the value unchanged, so it is an identity under another name.
+_OPENLINEAGE_TRANSFORMATIONS = {"identity": ("DIRECT", "IDENTITY"), "rename": ("DIRECT", "IDENTITY"),
+                                "aggregation": ("DIRECT", "AGGREGATION")}
+
+
+def column_lineage_facet(links: list[dict[str, Any]]):
+    """OpenLineage's ``ColumnLineageDatasetFacet`` of one output's column links. A constant has no
+    input field: it is listed with none and says which constant it is."""
+    from openlineage.client.facet_v2 import column_lineage_dataset as facet
+
+    def input_fields(link: dict[str, Any]) -> list:
+        kind, subtype = _OPENLINEAGE_TRANSFORMATIONS.get(link["transformation"], ("DIRECT", "TRANSFORMATION"))
+        how = [facet.Transformation(type=kind, subtype=subtype, description=_describe(link), masking=False)]
+        return [facet.InputField(*dataset_name(i["uri"]), field=i["field"], transformations=how)
+                for i in link["inputs"]]
+
+    return facet.ColumnLineageDatasetFacet(fields={
+        link["field"]: facet.Fields(inputFields=input_fields(link), transformationType=link["transformation"].upper(),
+                                    transformationDescription=_describe(link))
+        for link in links})
+
+
+def _describe(link: dict[str, Any]) -> str:
+    sources = ", ".join(i["field"] for i in link["inputs"])
+    return link.get("description") or {"identity": f"{sources} as it is", "rename": f"{sources} renamed",
+                                       "aggregation": f"aggregate of {sources}"}.get(link["transformation"], "")

@@ -6,7 +6,8 @@ link's ``xcom_key``; the UI shows that stored value. The links are built from th
 before returning a result has no links (the button stays disabled).
 
 The Spark application link prefers a history server (``[reverse_etl] spark_history_url``: a
-finished application's driver UI is gone) and falls back to the driver UI the job reported.
+finished application's driver UI is gone) and falls back to the UI the job reported: the driver UI of
+a spark-submit job, the Connect server's page of the job's session in Spark Connect mode.
 """
 
 from __future__ import annotations
@@ -29,14 +30,18 @@ def job_result(ti_key: TaskInstanceKey) -> dict[str, Any]:
 
 
 def spark_application_url(result: dict[str, Any]) -> str:
-    """The Spark application's page: on the history server when one is configured, else the driver
-    UI the job reported (``spark.ui_url``); empty when neither is known."""
+    """The Spark application's page: on the history server when one is configured, else the UI the
+    job reported (``spark.ui_url``); empty when neither is known. A job that ran on a Spark Connect
+    server links its own session's page (the server's ``Connect`` tab: the session's statements,
+    with their jobs and SQL plans) rather than the whole server application, which every client
+    shares."""
     from airflow_reverse_etl import config
 
     spark = result.get("spark") or {}
-    history, app_id = config.spark_history_url(), spark.get("application_id")
+    history, app_id, session_id = config.spark_history_url(), spark.get("application_id"), spark.get("session_id")
     if history and app_id:
-        return f"{history.rstrip('/')}/history/{app_id}/jobs/"
+        page = f"connect/session/?id={session_id}" if session_id else "jobs/"
+        return f"{history.rstrip('/')}/history/{app_id}/{page}"
     return spark.get("ui_url") or ""
 
 

@@ -40,7 +40,7 @@ def run(spark, spec_json: dict) -> dict:
         spec = parse_spec(spec_json)
         # the job's history rows (a sync's run row, the lineage row) are written side by side at the end
         with running_in(spark), recorded_together():
-            result = load_job(spec.job)(spark, spec).to_dict()
+            result = with_column_lineage(spark, spec, load_job(spec.job)(spark, spec))
             # after success only: a failed job leaves no lineage row
             record_run(spark, spec, result, time.monotonic() - started)
         result["status"] = "success"
@@ -51,19 +51,48 @@ def run(spark, spec_json: dict) -> dict:
     return result
 
 
+def with_column_lineage(spark, spec, result) -> dict:
+    """The result as a dict, with its column lineage. Deriving it runs after the job's commits, so a
+    failure to (a schema that cannot be read any more) is logged and leaves the lineage out rather than
+    failing a job whose work is done."""
+    from dataclasses import replace
+
+    from spark_jobs.column_lineage import column_lineage
+
+    try:
+        return replace(result, column_lineage=column_lineage(spark, spec, result.to_dict())).to_dict()
+    except Exception:
+        logging.getLogger(__name__).warning("No column lineage for this %s job", spec.job, exc_info=True)
+        return result.to_dict()
+
+
 def where(spark) -> dict:
     """Where the job ran, so the task's XCom and log point at the Spark application (and its UI):
-    read from the session's configuration, which classic and Spark Connect sessions both answer."""
+    read from the session's configuration, which classic and Spark Connect sessions both answer. A
+    Connect session also names its ``session_id``: the server's UI and history server show the
+    session's SQL statements and jobs under ``/connect/session/?id=<session_id>``."""
+    session_id = getattr(spark, "session_id", None)  # only Spark Connect sessions have one
     return {"master": spark.conf.get("spark.master", None), "application_id": spark.conf.get("spark.app.id", None),
-            "deploy_mode": spark.conf.get("spark.submit.deployMode", "client"), "ui_url": driver_ui_url(spark)}
+            "deploy_mode": spark.conf.get("spark.submit.deployMode", "client"),
+            "ui_url": connect_ui_url(spark, session_id) if session_id else driver_ui_url(spark),
+            **({"session_id": session_id} if session_id else {})}
 
 
 def driver_ui_url(spark) -> str | None:
-    """The driver's web UI, when it runs one; a Spark Connect client cannot see it (None)."""
-    try:
-        return spark.sparkContext.uiWebUrl
-    except Exception:  # Spark Connect sessions have no SparkContext
+    """The driver's web UI, when it runs one."""
+    return spark.sparkContext.uiWebUrl
+
+
+def connect_ui_url(spark, session_id: str) -> str | None:
+    """The Spark Connect server's UI page of this session (its statements, their jobs and SQL plans),
+    when the server runs a UI. A client cannot see the port the UI bound, only the configured one, so
+    it is exact when the server was started with an explicit ``spark.ui.port`` (as
+    ``scripts/services/spark_connect.sh`` does); None when the UI is off."""
+    if spark.conf.get("spark.ui.enabled", "true").lower() != "true":
         return None
+    host = spark.conf.get("spark.driver.host", "127.0.0.1")
+    port = spark.conf.get("spark.ui.port", "4040")
+    return f"http://{host}:{port}/connect/session/?id={session_id}"
 
 
 def failure(exc: Exception, warehouse: str | None) -> dict:

@@ -7,6 +7,7 @@ and the sink's OpenLineage output is its destination."""
 from __future__ import annotations
 
 import json
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -62,8 +63,12 @@ def test_demo_run_shows_asset_metadata_links_and_lineage(airflow_db, monkeypatch
     result = tis["snapshot_customers"].xcom_pull(task_ids="snapshot_customers")
     links = {key: tis["snapshot_customers"].xcom_pull(task_ids="snapshot_customers", key=key)
              for key in ("_link_SparkApplicationLink", "_link_JobResultLink", "_link_JobSpecLink")}
-    app_id = result["spark"]["application_id"]
-    assert app_id and links["_link_SparkApplicationLink"] == f"{HISTORY}/history/{app_id}/jobs/"
+    app_id, session_id = result["spark"]["application_id"], result["spark"]["session_id"]
+    assert app_id and links["_link_SparkApplicationLink"] == (
+        f"{HISTORY}/history/{app_id}/connect/session/?id={session_id}")
+    # without a history server, the link is the Connect server's own page of the job's session
+    with urllib.request.urlopen(result["spark"]["ui_url"], timeout=30) as page:
+        assert session_id in page.read().decode()
     assert links["_link_JobResultLink"] == f"file://{result['job_dir']}/result.json"
     assert links["_link_JobSpecLink"] == f"file://{result['job_dir']}/spec.json"
     spec = json.loads(Path(result["job_dir"], "spec.json").read_text())

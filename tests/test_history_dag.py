@@ -5,16 +5,13 @@ reading the Delta source as of its date; the SCD2 history; the month-end savepoi
 OpenLineage events naming the exact versions. Plus the backfill job in-process: idempotent re-run,
 refused past dates."""
 
-import json
-import os
-import subprocess
-import sys
 from datetime import datetime
 
 from spark_jobs.delta.lake import commit_metadata
 from spark_jobs.state.lineage import read_lineage
 from spark_jobs.delta.timetravel import recorded_versions
 from tests.support.jobs import job, job_error, rows_of
+from tests.support.openlineage import completed_events, run_dag_with_openlineage
 from tests.support.paths import REPO
 
 SCHEMA = "customer_id INT, city STRING"
@@ -27,16 +24,6 @@ SOURCE_BY_DATE = {  # the upstream system's own history: a commit on some days o
 WEEK = ["2026-01-28", "2026-01-29", "2026-01-30", "2026-01-31", "2026-02-01", "2026-02-02", "2026-02-03"]
 AS_OF = ["2026-01-27", "2026-01-29", "2026-01-29", "2026-01-31", "2026-01-31", "2026-02-02", "2026-02-02"]
 
-RUN_DAG = """
-import json, sys
-from datetime import datetime, timezone
-from airflow.dag_processing.dagbag import DagBag
-bag = DagBag(sys.argv[1])
-assert not bag.import_errors, bag.import_errors
-run = bag.dags["backfill_history"].test(logical_date=datetime(2026, 2, 3, tzinfo=timezone.utc),
-                                        run_conf={"source": sys.argv[2], "warehouse": sys.argv[3]})
-print("STATES " + json.dumps({ti.task_id: str(ti.state) for ti in run.get_task_instances()}))
-"""
 
 
 def iso(day):
@@ -53,18 +40,10 @@ def test_backfill_history_dag(spark, warehouse, tmp_path, airflow_db, spark_defa
     source = f"{warehouse}/raw/customers"
     seed_source(spark, source)
     events_file = tmp_path / "openlineage.jsonl"
-    env = {**os.environ,
-           "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events_file),
-                                                         "append": True}),
-           "AIRFLOW__OPENLINEAGE__NAMESPACE": "aretl-test",
-           # the jobs run as Spark Connect clients inside the task process: emit from a thread rather
-           # than a fork of a process holding live gRPC threads (README, OpenLineage)
-           "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True"}
-    proc = subprocess.run([sys.executable, "-c", RUN_DAG, str(REPO / "dags" / "backfill_history.py"), source,
-                           warehouse], env=env, capture_output=True, text=True, timeout=800)
-    states = [line for line in proc.stdout.splitlines() if line.startswith("STATES ")]
-    assert states, proc.stdout[-3000:] + proc.stderr[-5000:]
-    assert json.loads(states[0][7:]) == {t: "success" for t in (
+    states = run_dag_with_openlineage(REPO / "dags" / "backfill_history.py", "backfill_history",
+                                      "2026-02-03T00:00:00+00:00", events_file,
+                                      {"source": source, "warehouse": warehouse})
+    assert states == {t: "success" for t in (
         "week", "backfill_customers", "customers_history", "month_end", "savepoint_month_end")}
 
     uri = f"{warehouse}/snapshots/customers"
@@ -93,9 +72,8 @@ def test_backfill_history_dag(spark, warehouse, tmp_path, airflow_db, spark_defa
     assert [i["version"] for i in lineage["backfill"]["inputs"]] == [0, 1, 1, 2, 2, 3, 3]
     assert lineage["backfill"]["dag_id"] == "backfill_history"
 
-    events = [json.loads(line) for line in events_file.read_text().splitlines() if line.strip()]
-    done = [e for e in events if e["eventType"] == "COMPLETE" and e["job"]["name"].endswith("backfill_customers")]
-    assert done, ([e["job"]["name"] for e in events], proc.stderr[-5000:])
+    done = [e for name, e in completed_events(events_file).items() if name.endswith("backfill_customers")]
+    assert done, sorted(completed_events(events_file))
     (output,) = done[-1]["outputs"]
     assert (output["namespace"], output["name"]) == ("file", uri)
     assert output["facets"]["version"]["datasetVersion"] == "6"

@@ -99,3 +99,30 @@ def test_delta_source_as_of_logical_date(spark, warehouse):
                       source={"format": "delta", "path": plain, "as_of_logical_date": True},
                       logical_date="2020-01-01T00:00:00+00:00", run_id="early")
     assert "no version committed at or before 2020-01-01" in error["message"]
+
+
+def test_column_lineage_follows_a_column_from_the_source_to_the_destination_field(spark, warehouse, tmp_path):
+    """Identity through snapshot and diff, a rename and a constant at the sync: in each result (the
+    OpenLineage facet is built from it) and in the lineage table's ``columns``."""
+    from spark_jobs.contract import change_set_fields
+
+    source = f"{warehouse}/raw/people"
+    write_delta(spark, source, [(1, "ann")], "id INT, name STRING")
+    snapshot = snap(spark, warehouse, "people", {"format": "delta", "path": source}, D.format(1))
+    table = f"{warehouse}/snapshots/people"
+    assert snapshot["column_lineage"] == [
+        {"output": table, "field": c, "inputs": [{"uri": source, "field": c}], "transformation": "identity",
+         "description": None} for c in ("id", "name")]
+    diff = job(spark, "diff", warehouse, table="snapshots/people", consumer="crm")
+    assert [(c["output"], c["field"], c["inputs"][0]["uri"]) for c in diff["column_lineage"]] == [
+        (diff["changes_uri"], "id", table), (diff["changes_uri"], "name", table)]
+    job(spark, "sink", warehouse, **change_set_fields(diff), run_id="sync-1", field_mapping={"name": "full_name"},
+        constants={"origin": "lake"}, destination={"type": "sqlite", "database": str(tmp_path / "crm.db"),
+                                                   "table": "contacts"})
+
+    row = read_lineage(spark, warehouse).where("job = 'sink'").collect()[0]
+    assert sorted((c["output"], c["field"], [(i["uri"], i["field"]) for i in c["inputs"]], c["transformation"])
+                  for c in row["columns"]) == [
+        (None, "full_name", [(diff["changes_uri"], "name")], "rename"),
+        (None, "id", [(diff["changes_uri"], "id")], "identity"),
+        (None, "origin", [], "constant")]

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any, ClassVar, Sequence
 
-from airflow.exceptions import AirflowSkipException
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_reverse_etl.connections import jdbc_source, kafka_source
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError

@@ -16,10 +16,15 @@
 #   ARETL_SPARK_CONNECT_DRIVER_MEMORY  driver memory of the server (default 2g)
 #   ARETL_SPARK_CONNECT_DIR         log, pid file, scratch dirs (default <repo>/.cache/services/spark-connect-<port>)
 #   ARETL_SPARK_CONNECT_CONF        extra "key=value" Spark settings, separated by spaces
+#   ARETL_SPARK_CONNECT_UI_PORT     port of the server's web UI (default: a free port chosen at start;
+#                                   printed in the log; "off" turns the UI off)
 #   PYTHON                          python with pyspark installed (default <repo>/.venv/bin/python);
 #                                   also the executors' Python (PYSPARK_PYTHON), so they have pyarrow
 #
-# Everything binds to loopback; the web UI is off. The server runs with PYTHONPATH unset: executors
+# Everything binds to loopback. The web UI runs on an explicit port: a client cannot see the port a UI
+# bound, only the configured one, and the jobs link their session's page of it (the "Connect" tab: the
+# session's statements with their jobs and SQL plans) as the task's "Spark application" link; it keeps
+# the last 200 jobs, statements and sessions, so a long-lived server's memory stays flat. The server runs with PYTHONPATH unset: executors
 # import the job library only from what a session ships (addArtifacts(..., pyfile=True)).
 #
 # Python workers are started per task, not forked from a daemon (spark.python.use.daemon=false):
@@ -92,7 +97,13 @@ start() {
   local extra=() kv
   for kv in ${ARETL_SPARK_CONNECT_CONF:-}; do extra+=(--conf "$kv"); done
 
-  log "starting a Spark Connect server on $url (master $master, log $logfile)"
+  local ui_port=${ARETL_SPARK_CONNECT_UI_PORT:-$("$python" -c \
+    'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+  local ui=(--conf spark.ui.enabled=false)
+  [ "$ui_port" = off ] || ui=(--conf spark.ui.port="$ui_port"
+    --conf spark.ui.retainedJobs=200 --conf spark.ui.retainedStages=200 --conf spark.sql.ui.retainedExecutions=200
+    --conf spark.sql.connect.ui.retainedSessions=200 --conf spark.sql.connect.ui.retainedStatements=200)
+  log "starting a Spark Connect server on $url (master $master, UI port $ui_port, log $logfile)"
   : > "$logfile"
   (
     cd "$dir"
@@ -108,7 +119,7 @@ start() {
       --conf spark.sql.catalog.spark_catalog=org.apache.spark.sql.delta.catalog.DeltaCatalog \
       --conf spark.sql.warehouse.dir="$dir/warehouse" \
       --conf spark.local.dir="$dir/tmp" \
-      --conf spark.ui.enabled=false \
+      "${ui[@]}" \
       --conf spark.ui.showConsoleProgress=false \
       --conf spark.databricks.delta.snapshotPartitions=4 \
       --conf spark.pyspark.python="$python" \

@@ -242,7 +242,12 @@ class JobSpec:
 @dataclass(frozen=True, kw_only=True)
 class JobResult:
     """A job's result; :meth:`to_dict` is the task's XCom. Fields marked ``omit_none`` only appear
-    when set (a sink's ``plan`` on a dry run, its ``delivery_s`` otherwise)."""
+    when set (a sink's ``plan`` on a dry run, its ``delivery_s`` otherwise).
+
+    ``column_lineage``, common to the jobs that have one, is filled in by the entry point after the job
+    succeeded (:mod:`spark_jobs.column_lineage`)."""
+
+    column_lineage: list[dict[str, Any]] | None = field(default=None, metadata={"omit_none": True})
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)

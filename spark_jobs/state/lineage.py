@@ -2,7 +2,8 @@
 and wrote.
 
 ``<warehouse>/_system/lineage`` answers "which run produced version 12 of snapshots/customers, and
-from which source version?" without the Airflow metadata DB. The entry point appends the row after
+from which source version?" and "which source column does this destination field come from?" without
+the Airflow metadata DB or an OpenLineage backend. The entry point appends the row after
 the job succeeded, so a failed job leaves no row, and a row always names versions that exist.
 
 The row is one blind append (:mod:`spark_jobs.state.system_tables`): the first one creates the table, so a
@@ -19,9 +20,13 @@ from spark_jobs.contract import JobSpec, Warehouse
 
 TABLE = "lineage"
 REF = "STRUCT<name: STRING, uri: STRING, version: BIGINT>"
+#: one column link (:mod:`spark_jobs.column_lineage`): an output column, the input columns it comes
+#: from and how; ``output`` is null for a sync's destination
+COLUMN = ("STRUCT<output: STRING, field: STRING, inputs: ARRAY<STRUCT<uri: STRING, field: STRING>>, "
+          "transformation: STRING, description: STRING>")
 DDL = (
     "job STRING, run_id STRING, logical_date STRING, dag_id STRING, task_id STRING, "
-    f"inputs ARRAY<{REF}>, outputs ARRAY<{REF}>, recorded_at TIMESTAMP, duration_s DOUBLE"
+    f"inputs ARRAY<{REF}>, outputs ARRAY<{REF}>, recorded_at TIMESTAMP, duration_s DOUBLE, columns ARRAY<{COLUMN}>"
 )
 
 
@@ -33,13 +38,28 @@ def _refs(refs: list[dict[str, Any]] | None) -> list[tuple]:
     return out
 
 
+def _columns(links: list[dict[str, Any]] | None) -> list[tuple] | None:
+    if links is None:
+        return None
+    return [(c["output"], c["field"], [(i["uri"], i["field"]) for i in c["inputs"]], c["transformation"],
+             c.get("description")) for c in links]
+
+
 def record_run(spark, spec: JobSpec, result: dict[str, Any], duration_s: float) -> None:
-    """Append the lineage row of a successful run."""
+    """Append the lineage row of a successful run: the table versions it read and wrote, and which
+    input columns each output column came from (null for a job that has no column lineage).
+
+    To follow a destination field back to its source columns::
+
+        SELECT job, c.output, c.field, c.transformation, i.uri, i.field AS from_field
+        FROM delta.`<warehouse>/_system/lineage` LATERAL VIEW explode(columns) AS c
+        LATERAL VIEW explode(c.inputs) AS i
+    """
     wh = spec.lake
     row = (
         spec.job, spec.run_id, spec.logical_date, spec.dag_id, spec.task_id,
         _refs(result.get("inputs")), _refs(result.get("outputs")), datetime.now(timezone.utc),
-        round(float(duration_s), 3),
+        round(float(duration_s), 3), _columns(result.get("column_lineage")),
     )
     system_tables.record(spark.createDataFrame([row], DDL), wh.system(TABLE))
 

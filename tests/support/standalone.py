@@ -136,7 +136,9 @@ class AirflowStandalone:
         """The text of one task attempt's log, as the UI shows it."""
         log = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}")
         content = log.get("content")
-        return content if isinstance(content, str) else json.dumps(content)
+        if isinstance(content, str):
+            return content
+        return "\n".join(" ".join(str(e[k]) for k in ("event", "reason") if k in e) for e in content)
 
     def wait_for_dag(self, dag_id: str, timeout: float = 180) -> dict[str, Any]:
         """Wait until the dag processor has parsed ``dag_id``; return it as the API shows it."""
