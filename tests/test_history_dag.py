@@ -58,7 +58,7 @@ def test_backfill_history_dag(spark, warehouse, tmp_path, airflow_db, spark_defa
                                                          "append": True}),
            "AIRFLOW__OPENLINEAGE__NAMESPACE": "aretl-test",
            # the jobs run as Spark Connect clients inside the task process: emit from a thread rather
-           # than a fork of a process holding live gRPC threads (README, OpenLineage)
+           # than a fork of a process holding live gRPC threads (docs/concepts/versions.md, OpenLineage)
            "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True"}
     proc = subprocess.run([sys.executable, "-c", RUN_DAG, str(REPO / "dags" / "backfill_history.py"), source,
                            warehouse], env=env, capture_output=True, text=True, timeout=800)
