@@ -35,9 +35,10 @@ myst_enable_extensions = ["colon_fence", "deflist"]
 
 # autodoc: importing airflow_reverse_etl never imports pyspark (the import rules of pyproject.toml), so the
 # reference pages import the real modules; parameters come from the docstrings' ``:param:`` fields.
-autodoc_class_signature = "separated"
+# the class line carries __init__'s signature, and its annotations go beside each :param: (not a second list)
+autodoc_class_signature = "mixed"
 autodoc_typehints = "description"
-autodoc_typehints_description_target = "documented"
+autodoc_typehints_description_target = "documented_params"
 autodoc_member_order = "bysource"
 # Airflow's operator metaclass gives every operator a __new__ of its own; the signature that matters is __init__
 autodoc_default_options = {"show-inheritance": True, "exclude-members": "__new__"}
@@ -50,6 +51,8 @@ nitpick_ignore_regex = [
     (r"py:.*", r"(airflow|pyspark|delta|pendulum|deltalake|fsspec)(\..*)?"),
     (r"py:(class|obj|data)", r"(Any|None|str|int|float|bool|dict|list|tuple|set|bytes|type|object)"),
     (r"py:(class|obj|data)", r"(Sequence|Mapping|Iterator|Iterable|Callable|ClassVar|Literal|Optional|Union)"),
+    # Airflow types the signatures name unqualified
+    (r"py:class", r"(XComArg|Context|Asset|AssetAlias)"),
     # the Spark side is not imported by the docs build (it needs pyspark); its modules are named in text
     (r"py:.*", r"spark_jobs(\..*)?"),
 ]
