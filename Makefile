@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Both set themselves up first.
-.PHONY: setup demo test clean
+.PHONY: setup demo test docs clean
 .PHONY: bench ui-screenshot
 
 setup:
@@ -11,6 +11,10 @@ demo: setup
 test: setup
 	bash scripts/test.sh
 
+# The documentation site (docs/) into .cache/docs/html; `make test` builds it strictly.
+docs: setup
+	bash scripts/docs.sh
+
 clean:
 	rm -rf .cache/demo .pytest_cache
 
@@ -20,6 +24,6 @@ bench: setup
 	.venv/bin/pip install -q -e ".[test,bench]"
 	.venv/bin/python -m bench.run --rows $(ROWS)
 
-# The Airflow UI view of sync history and rejects, as a PNG under .cache/test-output/ (README: Running in Airflow).
+# The Airflow UI view of sync history and rejects, as a PNG under .cache/test-output/ (docs/operations/ui.md).
 ui-screenshot: setup
 	bash scripts/ui_screenshot.sh

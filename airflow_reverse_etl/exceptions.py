@@ -1,11 +1,11 @@
 """What this provider raises, and whether Airflow should retry the task.
 
 Like the official providers, every error is a :class:`ReverseEtlError` (an ``AirflowException``).
-Configuration and data errors are also ``AirflowFailException``s: the task fails at once, without
+Configuration and data errors are also an ``AirflowFailException``: the task fails at once, without
 using its retries, since running the same spec on the same data fails the same way (a bad option, a
 duplicate key, a destination whose schema does not match). Infrastructure errors (a storage or
-destination outage, a Spark job that died) and concurrent-write conflicts stay plain
-``AirflowException``s, which Airflow retries.
+destination outage, a Spark job that died) and concurrent-write conflicts stay a plain
+``AirflowException``, which Airflow retries.
 
 A failed Spark job reports its error's ``category`` in its result (:mod:`spark_jobs.errors`);
 :func:`job_failure` turns that into the matching class here.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything a fresh machine needs before the demo or the tests: a virtual environment with the
-# package installed (editable), the Spark runtime jars and headless Chromium for the browser tests. Idempotent and quick when already done.
+# package installed (editable, with the test and docs extras: `make test` also builds the docs), the
+# Spark runtime jars and headless Chromium for the browser tests. Idempotent and quick when already done.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv="$repo/.venv"
@@ -25,7 +26,7 @@ stamp="$venv/.installed-from"
 want=$(cat "$repo/setup.cfg" "$repo/pyproject.toml" "$constraints" | sha1sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "bootstrap: installing airflow-reverse-etl and its dependencies (first run takes a few minutes)"
-  "$venv/bin/pip" install -q -e "$repo[test]" "${constraint_args[@]}"
+  "$venv/bin/pip" install -q -e "$repo[test,docs]" "${constraint_args[@]}"
   echo "$want" > "$stamp"
 fi
 # The editable install leaves setuptools' airflow_reverse_etl.egg-info in the repository root. With

@@ -1,7 +1,8 @@
 """Run the demo DAG for its three logical dates, in order, and show what reached the CRM.
 
 Each date goes through Airflow (``dag.test``) and every Spark job through a real spark-submit, or as a
-client of a Spark Connect server when ``spark_default`` is a ``spark_connect`` connection (README).
+client of a Spark Connect server when ``spark_default`` is a ``spark_connect`` connection
+(docs/guides/spark-connect.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Run the whole test suite: first the static checks (ruff, mypy on the two packages, the import rules; seconds,
-# so a typo fails before any service starts), then pytest. Starts the real services the tests need
-# (Postgres, Kafka) with the project's own scripts and stops them afterwards; a service that was
+# Run the whole test suite: first the static checks (ruff, mypy on the two packages, the import rules, the
+# docs built strictly; seconds, so a typo fails before any service starts), then pytest. Starts the real
+# services the tests need (Postgres, Kafka) with the project's own scripts and stops them afterwards; a service that was
 # already running is used and left running. The Spark Connect server is started by its pytest fixture
 # on first use (test-sized settings; the first worker that needs it starts it, the others wait on the
 # script's lock and reuse it) and stopped when the run ends; this script picks its port,
@@ -25,6 +25,8 @@ echo "test: mypy"
 mypy
 echo "test: import rules (lint-imports)"
 lint-imports
+echo "test: docs (strict: warnings and broken references fail)"
+bash scripts/docs.sh --strict
 
 started=()  # the services this script is responsible for stopping
 cleanup() {

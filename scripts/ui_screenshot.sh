@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The screenshot of the Airflow UI's "Reverse ETL syncs" view for the README ("Running in Airflow"):
+# The screenshot of the Airflow UI's "Reverse ETL syncs" view for the docs (docs/operations/ui.md):
 # runs the test that starts a real `airflow standalone`, writes three days of syncs (with rejects)
 # into its warehouse and opens the view in headless Chromium, which leaves the PNG in
 # .cache/test-output/. Takes a few minutes (Airflow and a Spark Connect server start).

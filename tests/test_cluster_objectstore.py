@@ -1,8 +1,8 @@
 """The Airflow side of a warehouse on object storage: the hook's job spec and result files on
 ``s3a://`` go through fsspec (s3fs) to a real S3-compatible HTTP server on 127.0.0.1 (moto's server).
 
-The Spark side of ``s3a://`` (hadoop-aws + the AWS SDK bundle) is documented in the README, not tested
-here: the SDK bundle jar alone is several hundred MB.
+The Spark side of ``s3a://`` (hadoop-aws + the AWS SDK bundle) is documented in
+docs/guides/clusters-and-object-stores.md, not tested here: the SDK bundle jar alone is several hundred MB.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from spark_jobs.contract import BackfillSpec
 class SnapshotBackfillOperator(SnapshotOperator):
     """Record one snapshot version per logical date, in date order, in one Spark application.
 
-    Same parameters as :class:`SnapshotOperator`, plus ``logical_dates`` (ISO timestamps, templated;
+    Same parameters as :class:`.SnapshotOperator`, plus ``logical_dates`` (ISO timestamps, templated;
     an upstream task's output works too). Dates already recorded are reused, so a re-run adds
     nothing; a date older than the newest recorded one is refused as for a single snapshot. Give a
     Delta source ``"as_of_logical_date": True`` to read it as it was on each date.

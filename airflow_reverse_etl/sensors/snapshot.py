@@ -28,7 +28,7 @@ class SnapshotSensor(BaseSensorOperator):
         unless ``min_version`` is given).
     :param min_version: wait until the table's latest version is >= this.
     :param warehouse: warehouse root (default ``[reverse_etl] warehouse``).
-    :param deferrable: wait in the triggerer (:class:`DeltaVersionTrigger`) instead of a worker slot.
+    :param deferrable: wait in the triggerer (:class:`.DeltaVersionTrigger`) instead of a worker slot.
     :param timeout: seconds before the task fails with a message naming the table and the condition.
 
     A storage outage while reading the log counts as "not yet" (logged; the trigger also backs off);

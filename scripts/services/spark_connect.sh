@@ -33,7 +33,7 @@
 # session that ran Python left a ~47 MB pyspark.daemon process behind until the server stopped. A
 # worker started per task exits when it is done, and the process count stays flat. What still stays
 # per session is a sleeping thread ("Idle Worker Monitor") and a small object in the JVM: restart a
-# long-lived server now and then (bench/connect_leak.py measures both; README, Spark Connect mode).
+# long-lived server now and then (bench/connect_leak.py measures both; docs/guides/spark-connect.md).
 # Idempotent: `start` on a running server only prints its URL. Works from any cwd, no stdin.
 set -euo pipefail
 

@@ -20,7 +20,7 @@ XOR rather than a sum: Spark runs in ANSI mode, where a long sum overflows with 
 The column is the jobs' own: every job reading a snapshot table reads it through :func:`read_table`
 (or drops it with :func:`without_row_hash` from a frame read otherwise), so change sets, sinks, SCD2
 history, time travel and wide tables never see it. A user reading the Delta table with their own Spark
-does see it (Delta has no hidden columns), as the README says. A table written before the hash existed
+does see it (Delta has no hidden columns), as docs/concepts/snapshots.md says. A table written before the hash existed
 has no such column: its runs hash the table's values as before (:func:`has_row_hash`) and do not add
 the column row by row (a column half filled would be wrong); a snapshot table written anew has it.
 

@@ -30,7 +30,7 @@ def run_dag_with_openlineage(dag_file: Path, dag_id: str, logical_date: str, eve
                                                          "append": True}),
            "AIRFLOW__OPENLINEAGE__NAMESPACE": "aretl-test",
            # the jobs run as Spark Connect clients inside the task process: emit from a thread rather
-           # than a fork of a process holding live gRPC threads (README, OpenLineage)
+           # than a fork of a process holding live gRPC threads (docs/concepts/versions.md, OpenLineage)
            "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True"}
     proc = subprocess.run([sys.executable, "-c", RUN_DAG, str(dag_file), dag_id, logical_date,
                            json.dumps(conf or {})], env=env, capture_output=True, text=True, timeout=800)
