@@ -9,6 +9,7 @@ in date order."""
 import importlib.util
 import json
 import sqlite3
+import urllib.request
 from datetime import datetime, timezone
 
 import pytest
@@ -120,6 +121,13 @@ def test_a_backfill_records_dates_in_order_a_cleared_date_sends_nothing_and_an_e
     assert line_of_history(airflow) == [(DAY_2, 0), (DAY_3, 1)]
     assert synced_versions(airflow) == [(0, True), (1, True)]
     assert crm(airflow) == rows(DAY_3)
+    links_and_column_lineage_of_the_sync(airflow, run_id(airflow, DAY_3))
+
+    # The last sync again (cleared after it committed): its version is the committed one, nothing to send.
+    cleared_at = datetime.now(timezone.utc).isoformat()
+    airflow.clear(DAG_ID, DAY_3, DAY_3, "-t", "sync_crm")
+    assert airflow.wait_for_runs(DAG_ID, [DAY_3], since=cleared_at) == {DAY_3: "success"}
+    assert synced_versions(airflow)[-1] == (1, False) and crm(airflow) == rows(DAY_3)
 
     # An older date with the default settings, in one backfill with the delivered date 2026-01-02: the older
     # one is refused (skipped, saying what to run next), and the later one does not wait for it forever.
@@ -154,3 +162,20 @@ def test_a_backfill_records_dates_in_order_a_cleared_date_sends_nothing_and_an_e
         "customer_id", "name", "email", "city", "tier", F.date_format("valid_from", "yyyy-MM-dd"),
         F.date_format("valid_to", "yyyy-MM-dd")).collect()]
     assert sorted(got, key=lambda r: (r[0], r[-2])) == scd2([DAY_1, DAY_2, DAY_3])
+
+
+def links_and_column_lineage_of_the_sync(airflow, run: str) -> None:
+    """The sync's "Spark application" link opens its session's page on the Connect server's UI, and its
+    OpenLineage event says which change-set column each CRM field comes from."""
+    link = airflow.extra_links(DAG_ID, run, "sync_crm")["Spark application"]
+    assert link and "/connect/session/?id=" in link, link
+    with urllib.request.urlopen(link, timeout=30) as page:
+        assert link.split("?id=")[1] in page.read().decode()
+    done = [e for e in airflow.openlineage_events() if e["eventType"] == "COMPLETE"
+            and e["job"]["name"] == f"{DAG_ID}.sync_crm"]
+    assert done, [e["job"]["name"] for e in airflow.openlineage_events()]
+    (crm_table,) = done[-1]["outputs"]
+    fields = crm_table["facets"]["columnLineage"]["fields"]
+    (name,) = fields["full_name"]["inputFields"]
+    assert (name["field"], name["transformations"][0]["subtype"]) == ("name", "IDENTITY")
+    assert fields["full_name"]["transformationType"] == "RENAME" and fields["source"]["inputFields"] == []

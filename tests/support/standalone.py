@@ -140,6 +140,16 @@ class AirflowStandalone:
             return content
         return "\n".join(" ".join(str(e[k]) for k in ("event", "reason") if k in e) for e in content)
 
+    def extra_links(self, dag_id: str, run_id: str, task_id: str) -> dict[str, str | None]:
+        """name -> URL of a task's extra links, as the UI shows them."""
+        return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/links")
+
+    def openlineage_events(self) -> list[dict[str, Any]]:
+        """Every OpenLineage event the instance's tasks emitted so far."""
+        path = self.home / "openlineage.jsonl"
+        text = path.read_text() if path.exists() else ""
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
     def wait_for_dag(self, dag_id: str, timeout: float = 180) -> dict[str, Any]:
         """Wait until the dag processor has parsed ``dag_id``; return it as the API shows it."""
         deadline = time.monotonic() + timeout
@@ -221,6 +231,11 @@ def standalone_env(home: Path, port: int, connections: dict[str, str]) -> dict[s
         "AIRFLOW__REVERSE_ETL__JARS_DIR": os.environ.get("AIRFLOW__REVERSE_ETL__JARS_DIR", ""),
         "AIRFLOW__REVERSE_ETL__WAREHOUSE": str(home / "warehouse"),
         "ARETL_DEMO_DIR": str(home / "demo"),
+        # OpenLineage on, as a user enables it: the events go to a file the tests read (openlineage_events)
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(home / "openlineage.jsonl"),
+                                                      "append": True}),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "aretl-standalone",
+        "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True",  # Connect clients hold gRPC threads: no fork
     })
     env.update({f"AIRFLOW_CONN_{conn_id.upper()}": value for conn_id, value in connections.items()})
     return env
