@@ -14,10 +14,18 @@ inside :func:`operator_lineage`, which only the OpenLineage listener calls.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar
 from urllib.parse import urlsplit
 
 from spark_jobs.kafka_clients import brokers
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+    from airflow.sdk import Asset
+    from openlineage.client.event_v2 import InputDataset, OutputDataset
+    from openlineage.client.facet_v2.column_lineage_dataset import ColumnLineageDatasetFacet
+
+    DatasetT = TypeVar("DatasetT", InputDataset, OutputDataset)
 
 # Hadoop's connector schemes name the same stores as OpenLineage's plain ones.
 _SCHEMES = {"s3a": "s3", "s3n": "s3", "gs": "gs", "abfss": "abfss", "wasbs": "wasbs"}
@@ -39,7 +47,7 @@ def asset_uri(location: str) -> str:
     return f"file://{name}" if namespace == "file" else f"{namespace}/{name}"
 
 
-def table_asset(location: str):
+def table_asset(location: str) -> Asset:
     from airflow.sdk import Asset
 
     return Asset(uri=asset_uri(location))
@@ -93,7 +101,8 @@ def destination_asset_uri(namespace: str, name: str) -> str:
     return f"{namespace}/{name.lstrip('/')}"
 
 
-def operator_lineage(result: dict[str, Any] | None, destinations: Sequence[tuple[str, str]] = ()):
+def operator_lineage(result: dict[str, Any] | None, destinations: Sequence[tuple[str, str]] = ()
+                     ) -> OperatorLineage:
     """OpenLineage input/output datasets of a job result, each with its Delta version as a facet,
     plus the ``destinations`` (namespace, name) a sink wrote to; every output carries the job's column
     lineage (:func:`column_lineage_facet`).
@@ -106,7 +115,7 @@ def operator_lineage(result: dict[str, Any] | None, destinations: Sequence[tuple
     result = result or {}
     links = result.get("column_lineage") or []
 
-    def datasets(refs: list[dict[str, Any]], cls, with_columns: bool = False):
+    def datasets(refs: list[dict[str, Any]], cls: type[DatasetT], with_columns: bool = False) -> list[DatasetT]:
         # One dataset per table: a backfill lists a table once per date, the last one is the newest.
         latest = {dataset_name(ref["uri"]): ref for ref in refs if ref.get("uri")}  # sinks have no path
         out = []
@@ -135,12 +144,12 @@ _OPENLINEAGE_TRANSFORMATIONS = {"identity": ("DIRECT", "IDENTITY"), "rename": ("
                                 "aggregation": ("DIRECT", "AGGREGATION")}
 
 
-def column_lineage_facet(links: list[dict[str, Any]]):
+def column_lineage_facet(links: list[dict[str, Any]]) -> ColumnLineageDatasetFacet:
     """OpenLineage's ``ColumnLineageDatasetFacet`` of one output's column links. A constant has no
     input field: it is listed with none and says which constant it is."""
     from openlineage.client.facet_v2 import column_lineage_dataset as facet
 
-    def input_fields(link: dict[str, Any]) -> list:
+    def input_fields(link: dict[str, Any]) -> list[facet.InputField]:
         kind, subtype = _OPENLINEAGE_TRANSFORMATIONS.get(link["transformation"], ("DIRECT", "TRANSFORMATION"))
         how = [facet.Transformation(type=kind, subtype=subtype, description=_describe(link), masking=False)]
         return [facet.InputField(*dataset_name(i["uri"]), field=i["field"], transformations=how)

@@ -13,10 +13,13 @@ job pays no existence check, and appends of tasks finishing at once do not confl
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.state import system_tables
 from spark_jobs.contract import JobSpec, Warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 TABLE = "lineage"
 REF = "STRUCT<name: STRING, uri: STRING, version: BIGINT>"
@@ -45,7 +48,7 @@ def _columns(links: list[dict[str, Any]] | None) -> list[tuple] | None:
              c.get("description")) for c in links]
 
 
-def record_run(spark, spec: JobSpec, result: dict[str, Any], duration_s: float) -> None:
+def record_run(spark: SparkSession, spec: JobSpec, result: dict[str, Any], duration_s: float) -> None:
     """Append the lineage row of a successful run: the table versions it read and wrote, and which
     input columns each output column came from (null for a job that has no column lineage).
 
@@ -64,6 +67,6 @@ def record_run(spark, spec: JobSpec, result: dict[str, Any], duration_s: float) 
     system_tables.record(spark.createDataFrame([row], DDL), wh.system(TABLE))
 
 
-def read_lineage(spark, warehouse: str):
+def read_lineage(spark: SparkSession, warehouse: str) -> DataFrame:
     """The lineage table as a DataFrame (empty when no job has run yet)."""
     return system_tables.read(spark, Warehouse(warehouse).system(TABLE), DDL)
