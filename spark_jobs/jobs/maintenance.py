@@ -27,6 +27,7 @@ from spark_jobs.delta.keys import require_columns
 from spark_jobs.delta.lake import commit_metadata, delta_path, history, is_delta_table, latest_version
 from spark_jobs.jobs.savepoints import savepointed_versions
 from spark_jobs.delta.row_hash import read_table
+from spark_jobs.delta.rows import one_row
 
 CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"  # VACUUM END commit carries the metrics
@@ -37,7 +38,7 @@ def consumer_floor(spark, wh: Warehouse, rel: str) -> int | None:
     """The oldest version any consumer of ``rel`` has committed (its next diff starts after it)."""
     from pyspark.sql import functions as F
 
-    row = consumers.latest(spark, wh, F.col("table") == rel).agg(F.min("committed_version").alias("floor")).first()
+    row = one_row(consumers.latest(spark, wh, F.col("table") == rel).agg(F.min("committed_version").alias("floor")))
     return None if row["floor"] is None else int(row["floor"])
 
 
