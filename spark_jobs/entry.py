@@ -15,12 +15,11 @@ import logging
 import sys
 import time
 import traceback
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from spark_jobs.contract import JobResult, JobSpec
-
 
 
 def load_job(name: str) -> Callable[[SparkSession, JobSpec], JobResult]:
@@ -32,7 +31,7 @@ def load_job(name: str) -> Callable[[SparkSession, JobSpec], JobResult]:
     return getattr(importlib.import_module(module), func)
 
 
-def run(spark: SparkSession, spec_json: dict) -> dict:
+def run(spark: SparkSession, spec_json: dict[str, Any]) -> dict[str, Any]:
     """Parse the spec and run its job in an existing session (classic or Spark Connect); the result
     always has a ``status``."""
     from spark_jobs.contract import parse_spec
@@ -56,7 +55,7 @@ def run(spark: SparkSession, spec_json: dict) -> dict:
     return result
 
 
-def with_column_lineage(spark: SparkSession, spec: JobSpec, result: JobResult) -> dict:
+def with_column_lineage(spark: SparkSession, spec: JobSpec, result: JobResult) -> dict[str, Any]:
     """The result as a dict, with its column lineage. Deriving it runs after the job's commits, so a
     failure to (a schema that cannot be read any more) is logged and leaves the lineage out rather than
     failing a job whose work is done."""
@@ -71,7 +70,7 @@ def with_column_lineage(spark: SparkSession, spec: JobSpec, result: JobResult) -
         return result.to_dict()
 
 
-def where(spark: SparkSession) -> dict:
+def where(spark: SparkSession) -> dict[str, Any]:
     """Where the job ran, so the task's XCom and log point at the Spark application (and its UI):
     read from the session's configuration, which classic and Spark Connect sessions both answer. A
     Connect session also names its ``session_id``: the server's UI and history server show the
@@ -100,7 +99,7 @@ def connect_ui_url(spark: SparkSession, session_id: str) -> str | None:
     return f"http://{host}:{port}/connect/session/?id={session_id}"
 
 
-def failure(exc: Exception, warehouse: str | None) -> dict:
+def failure(exc: Exception, warehouse: str | None) -> dict[str, Any]:
     """The result's ``error``: what failed, and whether the Airflow task should be retried. An error
     the job explains carries no traceback; anything else (a bug, an infrastructure failure nobody
     classified) keeps it for the task log and counts as retryable, as Airflow would treat it."""

@@ -10,7 +10,7 @@ the target version's names.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.jobs.diff import as_inserts
 from spark_jobs.jobs.diff import read_changes as read_feed
@@ -35,7 +35,7 @@ def read_changes(spark: SparkSession, uri: str, from_version: int | None, to_ver
     return read_feed(spark, uri, from_version + 1, to_version, _history_since(spark, uri, from_version + 1))
 
 
-def _history_since(spark: SparkSession, uri: str, since: int) -> list[dict]:
+def _history_since(spark: SparkSession, uri: str, since: int) -> list[dict[str, Any]]:
     """The table's commits from version ``since`` on: what splitting and naming its feed needs (rename
     and restore commits), without reading the whole log every run. A restore among them to a version
     before ``since`` maps names through older commits, so then the whole history."""

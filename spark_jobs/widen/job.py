@@ -108,7 +108,7 @@ def run_widen(spark: SparkSession, spec: WidenSpec) -> WidenResult:
 
     wanted = list(dict.fromkeys([*t.primary_key, *t.partition_by, *columns, *[c for s in left for c in s.columns]]))
     _ensure_wide(spark, t, uri, wanted, types, base_md, exists)
-    commits: dict[str, dict | None] = {}  # step part -> metadata of the commit it made
+    commits: dict[str, dict[str, Any] | None] = {}  # step part -> metadata of the commit it made
     if full:
         done = [(inputs[s.name].rel, inputs[s.name].consumer, inputs[s.name].to_version) for s in full]
         inserts_only = all(inputs[s.name].from_version is None and not s.is_changelog for s in full)
@@ -149,7 +149,7 @@ def step_sources(t: WideTable, names: list[str]) -> list[Source]:
     return [s for s in chosen if not s.is_left] + [s for s in t.left_sources if s in chosen]
 
 
-def _merged_versions(spark: SparkSession, wh: Warehouse, t: WideTable, entries: list[dict],
+def _merged_versions(spark: SparkSession, wh: Warehouse, t: WideTable, entries: list[dict[str, Any]],
                      wanted: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
     """(table, consumer) -> the newest version merged into the wide table.
 
@@ -378,7 +378,7 @@ def _ensure_wide(spark: SparkSession, t: WideTable, uri: str, wanted: list[str],
 
 def _merge_full(spark: SparkSession, t: WideTable, uri: str, events: DataFrame | None, columns: list[str],
                 types: dict[str, DataType], md: dict[str, Any], base: int,
-                inserts_only: bool) -> dict | None:
+                inserts_only: bool) -> dict[str, Any] | None:
     """Fold the events into the wide table as one commit made :func:`~spark_jobs.delta.lake.on_top_of`
     ``base``, the version whose merged source versions the events start from: two runs that read the
     same merged versions would otherwise both add the same events (a ``sum`` counted twice). On a
@@ -438,7 +438,7 @@ def _folded_source(rows: DataFrame) -> DataFrame:
     return F.broadcast(rows) if rows.count() * len(rows.columns) <= BROADCAST_CELLS else rows
 
 
-def _require_own_merge(spark: SparkSession, t: WideTable, uri: str, base: int, md: dict) -> None:
+def _require_own_merge(spark: SparkSession, t: WideTable, uri: str, base: int, md: dict[str, Any]) -> None:
     """Fail with :class:`ConcurrentWriteError` when another run merged into the wide table since
     ``base`` and this run's fold did not commit (Delta refused or skipped it)."""
     newer = [e for e in history(spark, uri, 20) if e["version"] > base and e["metadata"].get("merged")]
@@ -451,7 +451,7 @@ def _require_own_merge(spark: SparkSession, t: WideTable, uri: str, base: int, m
 
 
 def _merge_left(spark: SparkSession, wh: Warehouse, t: WideTable, s: Source, right: Input, wide_in: Input,
-                types: dict[str, DataType], base_md: dict[str, Any]) -> dict | None:
+                types: dict[str, DataType], base_md: dict[str, Any]) -> dict[str, Any] | None:
     inp = reverse_index.LeftJoinInput(wide_in.uri, wide_in.from_version, wide_in.to_version,
                                       right.uri, right.from_version, right.to_version)
     present = spark.read.format("delta").load(wide_in.uri).columns
@@ -475,7 +475,7 @@ def _merge_left(spark: SparkSession, wh: Warehouse, t: WideTable, s: Source, rig
     return md
 
 
-def _stats(recent: list[dict], md: dict | None) -> dict[str, int]:
+def _stats(recent: list[dict[str, Any]], md: dict[str, Any] | None) -> dict[str, int]:
     """Rows read, inserted and updated by the commit made with metadata ``md`` (zeros when the step
     had nothing to merge or its MERGE changed nothing and so committed nothing)."""
     metrics: dict[str, Any] = {}
