@@ -7,15 +7,18 @@ goes into an environment variable of the spark-submit process, and the spec only
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from spark_jobs.kafka_clients import brokers  # import-safe: no pyspark
 
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
+
 JDBC_SCHEMES = {"postgres": ("postgresql", "org.postgresql.Driver"), "mysql": ("mysql", "com.mysql.cj.jdbc.Driver")}
 
 
-def _connection(conn_id: str):
+def _connection(conn_id: str) -> Connection:
     from airflow.sdk import BaseHook
 
     return BaseHook.get_connection(conn_id)

@@ -1,5 +1,7 @@
 """Provider metadata, read by Airflow through the ``apache_airflow_provider`` entry point."""
 
+from typing import Any
+
 #: The destination connection types (:mod:`airflow_reverse_etl.hooks.destination`), declared the way
 #: current providers do: the form's extra fields (``conn-fields``, stored under their own names in
 #: the connection's extras, which is where the sinks read them) and the standard fields' labels.
@@ -52,7 +54,7 @@ CONNECTION_TYPES = [
 ]
 
 
-def get_provider_info():
+def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-reverse-etl",
         "name": "Reverse ETL (Spark + Delta Lake)",

@@ -15,10 +15,14 @@ import logging
 import sys
 import time
 import traceback
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from spark_jobs.contract import JobResult, JobSpec
 
 
-
-def load_job(name: str):
+def load_job(name: str) -> Callable[[SparkSession, JobSpec], JobResult]:
     """The function running job ``name``: the one its spec names (:attr:`JobSpec.runner
     <spark_jobs.contract.JobSpec.runner>`, one spec per job in :data:`spark_jobs.contract.SPECS`)."""
     from spark_jobs.contract import SPECS
@@ -27,7 +31,7 @@ def load_job(name: str):
     return getattr(importlib.import_module(module), func)
 
 
-def run(spark, spec_json: dict) -> dict:
+def run(spark: SparkSession, spec_json: dict[str, Any]) -> dict[str, Any]:
     """Parse the spec and run its job in an existing session (classic or Spark Connect); the result
     always has a ``status``."""
     from spark_jobs.contract import parse_spec
@@ -51,7 +55,7 @@ def run(spark, spec_json: dict) -> dict:
     return result
 
 
-def with_column_lineage(spark, spec, result) -> dict:
+def with_column_lineage(spark: SparkSession, spec: JobSpec, result: JobResult) -> dict[str, Any]:
     """The result as a dict, with its column lineage. Deriving it runs after the job's commits, so a
     failure to (a schema that cannot be read any more) is logged and leaves the lineage out rather than
     failing a job whose work is done."""
@@ -66,7 +70,7 @@ def with_column_lineage(spark, spec, result) -> dict:
         return result.to_dict()
 
 
-def where(spark) -> dict:
+def where(spark: SparkSession) -> dict[str, Any]:
     """Where the job ran, so the task's XCom and log point at the Spark application (and its UI):
     read from the session's configuration, which classic and Spark Connect sessions both answer. A
     Connect session also names its ``session_id``: the server's UI and history server show the
@@ -78,24 +82,24 @@ def where(spark) -> dict:
             **({"session_id": session_id} if session_id else {})}
 
 
-def driver_ui_url(spark) -> str | None:
+def driver_ui_url(spark: SparkSession) -> str | None:
     """The driver's web UI, when it runs one."""
     return spark.sparkContext.uiWebUrl
 
 
-def connect_ui_url(spark, session_id: str) -> str | None:
+def connect_ui_url(spark: SparkSession, session_id: str) -> str | None:
     """The Spark Connect server's UI page of this session (its statements, their jobs and SQL plans),
     when the server runs a UI. A client cannot see the port the UI bound, only the configured one, so
     it is exact when the server was started with an explicit ``spark.ui.port`` (as
     ``scripts/services/spark_connect.sh`` does); None when the UI is off."""
-    if spark.conf.get("spark.ui.enabled", "true").lower() != "true":
+    if str(spark.conf.get("spark.ui.enabled", "true")).lower() != "true":  # pyspark types get() as optional
         return None
     host = spark.conf.get("spark.driver.host", "127.0.0.1")
     port = spark.conf.get("spark.ui.port", "4040")
     return f"http://{host}:{port}/connect/session/?id={session_id}"
 
 
-def failure(exc: Exception, warehouse: str | None) -> dict:
+def failure(exc: Exception, warehouse: str | None) -> dict[str, Any]:
     """The result's ``error``: what failed, and whether the Airflow task should be retried. An error
     the job explains carries no traceback; anything else (a bug, an infrastructure failure nobody
     classified) keeps it for the task log and counts as retryable, as Airflow would treat it."""

@@ -93,7 +93,7 @@ class RetryableError(JobError):
     category: ClassVar[Category] = "infrastructure"
     retryable = True
 
-    def __init__(self, message: str, retry_after: float | None = None):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
 

@@ -16,13 +16,16 @@ import contextlib
 import logging
 import threading
 import time
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger("airflow_reverse_etl.progress")
 
 
 @contextlib.contextmanager
-def reporting(spark, label: str, total_records: int, every: float = 10.0) -> Iterator[None]:
+def reporting(spark: SparkSession, label: str, total_records: int, every: float = 10.0) -> Iterator[None]:
     running_stages, stop_watching = _watch_stages(spark)
     stop = threading.Event()
     started = time.monotonic()
@@ -53,7 +56,7 @@ def reporting(spark, label: str, total_records: int, every: float = 10.0) -> Ite
 StageCounts = list[tuple[int, int]]  # (tasks, completed tasks) per running stage
 
 
-def _watch_stages(spark) -> tuple[Callable[[], StageCounts], Callable[[], None]]:
+def _watch_stages(spark: SparkSession) -> tuple[Callable[[], StageCounts], Callable[[], None]]:
     """(a function giving the running stages' task counts now, a function that stops watching)."""
     from spark_jobs.session import is_connect
 
@@ -66,10 +69,15 @@ def _watch_stages(spark) -> tuple[Callable[[], StageCounts], Callable[[], None]]
 
         return tracked, lambda: None
 
+    from pyspark.sql.connect.shell.progress import ProgressHandler, StageInfo
+
     latest: StageCounts = []
 
-    def handler(stages, inflight_tasks: int, operation_id: str | None, done: bool) -> None:
-        latest[:] = [] if done else [(s.num_tasks, s.num_completed_tasks) for s in stages or () if not s.done]
+    class Handler(ProgressHandler):
+        def __call__(self, stages: Iterable[StageInfo] | None, inflight_tasks: int, operation_id: str | None,
+                     done: bool) -> None:
+            latest[:] = [] if done else [(s.num_tasks, s.num_completed_tasks) for s in stages or () if not s.done]
 
+    handler = Handler()
     spark.registerProgressHandler(handler)
     return (lambda: list(latest)), (lambda: spark.removeProgressHandler(handler))

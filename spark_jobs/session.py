@@ -13,9 +13,13 @@ import contextvars
 import glob
 import os
 import threading
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from spark_jobs.contract import DELTA_CONF
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import RetryPolicy
 
 
 def local_jars(jars_dir: str | None) -> list[str]:
@@ -37,7 +41,7 @@ def build_session(
     master: str | None = None,
     jars_dir: str | None = None,
     conf: dict[str, str] | None = None,
-):
+) -> SparkSession:
     """Get or create a SparkSession with Delta enabled.
 
     ``app_name``/``master``/``jars_dir`` are for in-process use (tests, benchmarks); under spark-submit
@@ -75,7 +79,7 @@ _STOP_TIMEOUT_S = 5.0
 
 @contextlib.contextmanager
 def connect_session(url: str, session_id: str | None = None,
-                    timeout_s: float = DEFAULT_SERVER_TIMEOUT_S) -> Iterator[Any]:
+                    timeout_s: float = DEFAULT_SERVER_TIMEOUT_S) -> Iterator[SparkSession]:
     """A new Spark Connect session of the server at ``url`` (``sc://host:port``) for the block,
     stopped (released on the server) afterwards, with Delta's exception classes registered. The
     server must have the Delta extension and catalog on (scripts/services/spark_connect.sh starts one).
@@ -135,7 +139,7 @@ class _ConnectModeSwitch:
 _connect_mode = _ConnectModeSwitch()
 
 
-def bounded_retries(timeout_s: float) -> list:
+def bounded_retries(timeout_s: float) -> list[RetryPolicy]:
     """pyspark's retry policy for a Spark Connect client (retry what the server reports as
     unavailable, backing off), with as many retries as fit in ``timeout_s`` seconds counting the
     largest jitter. pyspark's default retries 15 times up to a minute apart: a client whose server
@@ -159,16 +163,16 @@ def with_session_id(url: str, session_id: str) -> str:
     return f"{url};session_id={session_id}" if "/;" in url else f"{url.rstrip('/')}/;session_id={session_id}"
 
 
-def is_connect(spark) -> bool:
+def is_connect(spark: SparkSession) -> bool:
     """Whether ``spark`` is a Spark Connect session (no SparkContext, RDDs or py4j behind it)."""
     return type(spark).__module__.startswith("pyspark.sql.connect.")
 
 
-_job_session: contextvars.ContextVar = contextvars.ContextVar("aretl_job_session", default=None)
+_job_session: contextvars.ContextVar[SparkSession | None] = contextvars.ContextVar("aretl_job_session", default=None)
 
 
 @contextlib.contextmanager
-def running_in(spark) -> Iterator[None]:
+def running_in(spark: SparkSession) -> Iterator[None]:
     """Make ``spark`` the session :func:`current_session` returns in this thread while a job runs."""
     token = _job_session.set(spark)
     try:
@@ -177,7 +181,7 @@ def running_in(spark) -> Iterator[None]:
         _job_session.reset(token)
 
 
-def current_session():
+def current_session() -> SparkSession:
     """The session of the job running in this thread, for driver-side code that is not handed one
     (a sink's prepare/count). Outside a job (in-process tests): the classic get-or-create."""
     spark = _job_session.get()

@@ -37,8 +37,11 @@ import re
 import threading
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +119,7 @@ class SparkConnectRunner:
         self.spark_conf = dict(spark_conf or {})
         self.attempt = attempt
         self.timeout_s = DEFAULT_SERVER_TIMEOUT_S if timeout_s is None else timeout_s
-        self._session = None
+        self._session: SparkSession | None = None
 
     def run(self, spec: dict[str, Any], secrets: dict[str, str] | None, archive: str) -> dict[str, Any]:
         """Run the job ``spec`` names in a new session with ``archive`` (the zipped ``spark_jobs``)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow_reverse_etl.operators.snapshot import SnapshotOperator
 from spark_jobs.contract import BackfillSpec
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class SnapshotBackfillOperator(SnapshotOperator):
@@ -27,13 +30,13 @@ class SnapshotBackfillOperator(SnapshotOperator):
         self.check_static(BackfillSpec, logical_dates=logical_dates)
         self.logical_dates = logical_dates
 
-    def build_spec(self, context):
+    def build_spec(self, context: Context) -> tuple[BackfillSpec, dict[str, str]]:
         values, secrets = self.snapshot_values()
         return BackfillSpec.of(**values, logical_dates=[str(d) for d in self.logical_dates]), secrets
 
-    def event_counts(self, result):
+    def event_counts(self, result: dict[str, Any]) -> dict[str, Any]:
         return {"dates": len(result["versions"]), "reused": len(result["reused"])}
 
-    def summarize(self, result):
+    def summarize(self, result: dict[str, Any]) -> str:
         versions = ", ".join(f"{d[:10]}=v{v}" for d, v in result["versions"].items())
         return f"backfill {result['table']}: {versions} ({len(result['reused'])} already recorded)"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from airflow.providers.common.compat.openlineage.utils.spark import (
     inject_parent_job_information_into_spark_properties,
@@ -27,6 +27,11 @@ from airflow_reverse_etl.hooks.spark_job import SparkJobHook
 from airflow_reverse_etl.lineage import operator_lineage, table_asset
 from airflow_reverse_etl.links import JobResultLink, JobSpecLink, SparkApplicationLink
 from spark_jobs.contract import JobSpec, resolved_at_run_time
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+    from airflow.sdk import Context
+    from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +49,20 @@ log = logging.getLogger(__name__)
 DATE_ORDERED = {"depends_on_past": True, "max_active_tis_per_dag": 1}
 
 
-def logical_date_of(context) -> str:
+def logical_date_of(context: Context) -> str:
     """The run's logical date as ISO text. A run without one (a manual or asset-triggered run in
     Airflow 3) records its versions under its ``run_after`` instant instead, as design §7 decides (so
     its retries find the version it wrote, and versions still follow the order of the runs); the
     task log says so, since that date is then what the snapshot's history shows."""
     logical_date = context.get("logical_date")
-    if logical_date is None:
-        logical_date = context["dag_run"].run_after
-        log.info("This run has no logical date: its versions are recorded under its run_after, %s",
-                 logical_date.isoformat())
-    return logical_date.isoformat()
+    if logical_date is not None:
+        return logical_date.isoformat()
+    run_after = context["dag_run"].run_after.isoformat()
+    log.info("This run has no logical date: its versions are recorded under its run_after, %s", run_after)
+    return run_after
 
 
-def task_attempt(context) -> TaskAttempt | None:
+def task_attempt(context: Context) -> TaskAttempt | None:
     """The attempt running: the task instance (dag, task, run, map index, and the run's start, so
     that two deployments — or a run cleared and started again — never name the same one) and its
     try number. Over Spark Connect a retry uses it to stop what a killed attempt left running. None
@@ -112,7 +117,7 @@ class ReverseEtlJobOperator(BaseOperator):
         with spec_validation():
             spec_class.check_static(**values)
 
-    def build_spec(self, context) -> tuple[JobSpec, dict[str, str]]:
+    def build_spec(self, context: Context) -> tuple[JobSpec, dict[str, str]]:
         """Return (the job's typed spec without the run identity, secrets as {env var: value})."""
         raise NotImplementedError
 
@@ -130,14 +135,14 @@ class ReverseEtlJobOperator(BaseOperator):
         counts = self.event_counts(result)
         return [(table_asset(uri), {"version": ref.get("version"), **counts}) for uri, ref in newest.items()]
 
-    def job_spark_conf(self, context) -> dict[str, Any]:
+    def job_spark_conf(self, context: Context) -> dict[str, Any]:
         """The Spark settings of this run: the operator's, plus the OpenLineage parent job when asked."""
         spark_conf = dict(self.spark_conf or {})
         if self.openlineage_inject_parent_job_info:
             spark_conf = inject_parent_job_information_into_spark_properties(spark_conf, context)
         return spark_conf
 
-    def execute(self, context) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         with spec_validation():  # rendered templates are checked here: a bad value fails without retries
             spec, secrets = self.build_spec(context)
         spec = replace(spec, run_id=context["run_id"], logical_date=logical_date_of(context),
@@ -151,7 +156,7 @@ class ReverseEtlJobOperator(BaseOperator):
         self.record_asset_events(context, result)
         return result
 
-    def record_asset_events(self, context, result: dict[str, Any]) -> None:
+    def record_asset_events(self, context: Context, result: dict[str, Any]) -> None:
         """Give each written table's Asset event its metadata (Delta version, counts). A table that is
         a declared outlet gets it on its own event; otherwise the Asset is attached to the task's
         declared Asset alias, if any (tables only named at run time, such as a sink's destination).
@@ -178,7 +183,8 @@ class ReverseEtlJobOperator(BaseOperator):
         root = config.warehouse_uri(self.warehouse)
         self.outlets = [*self.outlets, *(table_asset(f"{root}/{rel}") for rel in tables)]
 
-    def get_openlineage_facets_on_complete(self, task_instance):
+    def get_openlineage_facets_on_complete(
+            self, task_instance: RuntimeTaskInstanceProtocol) -> OperatorLineage:
         """OpenLineage datasets of the tables this run read and wrote, at their exact Delta versions."""
         return operator_lineage(self._result, self.lineage_destinations())
 
@@ -191,7 +197,8 @@ class ReverseEtlJobOperator(BaseOperator):
         declared table outlets (no versions)."""
         return {"outputs": [{"uri": outlet.uri} for outlet in self.outlets if isinstance(outlet, Asset)]}
 
-    def get_openlineage_facets_on_failure(self, task_instance):
+    def get_openlineage_facets_on_failure(
+            self, task_instance: RuntimeTaskInstanceProtocol) -> OperatorLineage:
         """OpenLineage datasets of a failed run: the ones the job reported, else the planned ones."""
         return operator_lineage(self._result or self.planned_lineage(), self.lineage_destinations())
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from airflow.sdk.exceptions import AirflowSkipException
 
@@ -12,6 +12,10 @@ from airflow_reverse_etl.lineage import table_asset
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
 from airflow_reverse_etl.operators.snapshot import SnapshotOperator
 from spark_jobs.contract import DiffSpec, resolved_at_run_time, table_rel
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from airflow.sdk import Asset
 
 
 def table_and_version(table: str | dict[str, Any]) -> tuple[str, int | None]:
@@ -85,12 +89,12 @@ class DiffOperator(ReverseEtlJobOperator):
         if table:
             self.declare_outlets(change_feed_rel(consumer, table))
 
-    def build_spec(self, context):
+    def build_spec(self, context: Context) -> tuple[DiffSpec, dict[str, str]]:
         table, version = table_and_version(self.snapshot)
         return DiffSpec.of(table=table, to_version=version, consumer=self.consumer, columns=self.columns,
                            full_resync=self.full_resync, primary_key=self.primary_key), {}
 
-    def execute(self, context) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         try:
             return super().execute(context)
         except ReverseEtlConfigError as exc:
@@ -98,12 +102,12 @@ class DiffOperator(ReverseEtlJobOperator):
                 raise AirflowSkipException(exc.error["message"]) from None
             raise
 
-    def written_assets(self, result):
+    def written_assets(self, result: dict[str, Any]) -> list[tuple[Asset, dict[str, Any]]]:
         feed = f"{config.warehouse_uri(self.warehouse)}/{change_feed_rel(result['consumer'], result['table'])}"
         metadata = {"version": result["to_version"], "from_version": result["from_version"], **result["counts"]}
         return [(table_asset(feed), metadata)]
 
-    def summarize(self, result):
+    def summarize(self, result: dict[str, Any]) -> str:
         c = result["counts"]
         since = "full" if result["from_version"] is None else f"v{result['from_version']}"
         return (f"diff {result['table']} {since}..v{result['to_version']} for {result['consumer']}: "

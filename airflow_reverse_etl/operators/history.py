@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
 from spark_jobs.contract import HistorySpec, resolved_at_run_time
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class SnapshotHistoryOperator(ReverseEtlJobOperator):
@@ -32,12 +35,12 @@ class SnapshotHistoryOperator(ReverseEtlJobOperator):
         if not resolved_at_run_time([table, name]):
             self.declare_outlets(HistorySpec.of(table=table, name=name).rel)
 
-    def build_spec(self, context):
+    def build_spec(self, context: Context) -> tuple[HistorySpec, dict[str, str]]:
         return HistorySpec.of(table=self.table, name=self.name, primary_key=self.primary_key), {}
 
-    def event_counts(self, result):
+    def event_counts(self, result: dict[str, Any]) -> dict[str, Any]:
         return {"rows": result["rows"]}
 
-    def summarize(self, result):
+    def summarize(self, result: dict[str, Any]) -> str:
         return (f"history {result['table']} version {result['version']}: {result['rows']} interval rows "
                 f"from {result['versions']} snapshot versions")

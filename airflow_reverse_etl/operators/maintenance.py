@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
 from spark_jobs.contract import MaintenanceSpec
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class TableMaintenanceOperator(ReverseEtlJobOperator):
@@ -39,11 +42,11 @@ class TableMaintenanceOperator(ReverseEtlJobOperator):
         self.vacuum = vacuum
         self.retain_hours = retain_hours
 
-    def build_spec(self, context):
+    def build_spec(self, context: Context) -> tuple[MaintenanceSpec, dict[str, str]]:
         return MaintenanceSpec.of(table=self.table, zorder_by=self.zorder_by, optimize=self.optimize,
                                   vacuum=self.vacuum, retain_hours=self.retain_hours), {}
 
-    def summarize(self, result):
+    def summarize(self, result: dict[str, Any]) -> str:
         parts = [f"maintenance {result['table']}"]
         if result.get("optimized"):
             o = result["optimized"]

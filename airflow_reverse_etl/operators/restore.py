@@ -24,9 +24,9 @@ class TableRestoreOperator(TableVersionOperator):
         if not resolved_at_run_time(self.table):
             self.declare_outlets(table_rel(self.table))
 
-    def event_counts(self, result):
+    def event_counts(self, result: dict[str, Any]) -> dict[str, Any]:
         return {"restored_version": result["restored_version"]}
 
-    def summarize(self, result):
+    def summarize(self, result: dict[str, Any]) -> str:
         return (f"restore {result['table']} to {result['logical_date']} (v{result['restored_version']}) "
                 f"as version {result['version']}{' (already done)' if result['reused'] else ''}")

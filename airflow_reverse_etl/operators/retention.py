@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
 from spark_jobs.contract import RetentionSpec
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class WarehouseRetentionOperator(ReverseEtlJobOperator):
@@ -37,11 +40,11 @@ class WarehouseRetentionOperator(ReverseEtlJobOperator):
         # not self.dry_run: that name is BaseOperator.dry_run(), the method that renders templates
         self.list_only = dry_run
 
-    def build_spec(self, context):
+    def build_spec(self, context: Context) -> tuple[RetentionSpec, dict[str, str]]:
         return RetentionSpec.of(keep_change_sets=self.keep_change_sets, job_days=self.job_days,
                                 plan_days=self.plan_days, dry_run=self.list_only), {}
 
-    def summarize(self, result):
+    def summarize(self, result: dict[str, Any]) -> str:
         verb = "would delete" if result["dry_run"] else "deleted"
         counts = ", ".join(f"{len(paths)} {kind}" for kind, paths in result["deleted"].items())
         return f"retention {verb} {counts}"

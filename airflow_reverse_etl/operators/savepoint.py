@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow_reverse_etl.operators.table_version import TableVersionOperator
 from spark_jobs.contract import SavepointSpec
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class TableSavepointOperator(TableVersionOperator):
@@ -23,8 +26,8 @@ class TableSavepointOperator(TableVersionOperator):
         self.check_static(SavepointSpec, savepoint_name=savepoint_name)
         self.savepoint_name = savepoint_name
 
-    def build_spec(self, context):
+    def build_spec(self, context: Context) -> tuple[SavepointSpec, dict[str, str]]:
         return SavepointSpec.of(**self.spec_values(), savepoint_name=self.savepoint_name), {}
 
-    def summarize(self, result):
+    def summarize(self, result: dict[str, Any]) -> str:
         return f"savepoint {result['savepoint']}: {result['table']} v{result['version']} ({result['logical_date']})"

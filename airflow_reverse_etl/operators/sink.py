@@ -13,7 +13,7 @@ from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperat
 from spark_jobs.contract import SinkSpec, change_set_fields, resolved_at_run_time
 
 if TYPE_CHECKING:
-    from airflow.sdk import XComArg
+    from airflow.sdk import Context, XComArg
 
 
 class SinkOperator(ReverseEtlJobOperator):
@@ -95,7 +95,7 @@ class SinkOperator(ReverseEtlJobOperator):
         self.keep_change_sets = keep_change_sets
         self.outlets = [*self.outlets, destination_alias(destination, destination_conn_id, self.task_id)]
 
-    def build_spec(self, context):
+    def build_spec(self, context: Context) -> tuple[SinkSpec, dict[str, str]]:
         destination = dict(self.destination)
         secrets: dict[str, str] = {}
         if self.destination_conn_id:
@@ -119,15 +119,15 @@ class SinkOperator(ReverseEtlJobOperator):
         address = connection_address(self.destination_conn_id) if self.destination_conn_id else None
         return destination_dataset(self.destination, address)
 
-    def lineage_destinations(self):
+    def lineage_destinations(self) -> list[tuple[str, str]]:
         address = self.destination_address()
         return [address] if address else []
 
-    def planned_lineage(self):
+    def planned_lineage(self) -> dict[str, Any]:
         changes = self.changes if isinstance(self.changes, dict) else {}
         return {"inputs": [{"uri": changes["changes_uri"]}] if changes.get("changes_uri") else []}
 
-    def written_assets(self, result):
+    def written_assets(self, result: dict[str, Any]) -> list[tuple[Asset, dict[str, Any]]]:
         address = self.destination_address()
         if result.get("dry_run") or result.get("already_delivered") or address is None:
             return []
@@ -136,7 +136,7 @@ class SinkOperator(ReverseEtlJobOperator):
                     **{k: stats[k] for k in ("sent", "inserted", "updated", "deleted", "rejected")}}
         return [(Asset(uri=destination_asset_uri(*address)), metadata)]
 
-    def summarize(self, result):
+    def summarize(self, result: dict[str, Any]) -> str:
         if result.get("dry_run"):
             return (f"dry run of sync {result['table']} -> {result['destination'].get('type')} ({result['mode']}) "
                     f"v{result['to_version']}: would send {result['planned']}; plan in {result['plan']['name']}")

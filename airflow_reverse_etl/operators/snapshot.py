@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from airflow.sdk.exceptions import AirflowSkipException
 
@@ -13,6 +13,9 @@ from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator, logical_date_of
 from spark_jobs.contract import SnapshotSpec
 from spark_jobs.errors import PastDateRefusedError
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 #: Where a templated ``on_past_date`` reads its value: a DAG param or a key of the run's conf.
 _CONF_KEY = re.compile(r"""params\.(\w+)|params\[['"](\w+)['"]\]|dag_run\.conf(?:\.get\(|\[)['"](\w+)['"]""")
@@ -107,11 +110,11 @@ class SnapshotOperator(ReverseEtlJobOperator):
                 "partition_by": self.partition_by,
                 "on_past_date": self.on_past_date, "future_margin_s": self.future_margin_s}, secrets
 
-    def build_spec(self, context):
+    def build_spec(self, context: Context) -> tuple[SnapshotSpec, dict[str, str]]:
         values, secrets = self.snapshot_values()
         return SnapshotSpec.of(**values), secrets
 
-    def execute(self, context) -> dict[str, Any]:
+    def execute(self, context: Context) -> dict[str, Any]:
         try:
             return super().execute(context)
         except ReverseEtlConfigError as exc:
@@ -121,7 +124,7 @@ class SnapshotOperator(ReverseEtlJobOperator):
                 raise AirflowSkipException(reason) from None
             raise
 
-    def rebuild_instructions(self, context) -> str:
+    def rebuild_instructions(self, context: Context) -> str:
         """What to run to record this refused date after all, in Airflow terms."""
         dag_id, date = context["dag"].dag_id, context.get("ds") or logical_date_of(context)
         found = _CONF_KEY.search(str(self._on_past_date_source))
@@ -133,10 +136,10 @@ class SnapshotOperator(ReverseEtlJobOperator):
                 f"several dates): airflow backfill create --dag-id {dag_id} --from-date {date} --to-date {date} "
                 f"--reprocess-behavior completed --dag-run-conf '{conf}'")
 
-    def event_counts(self, result):
+    def event_counts(self, result: dict[str, Any]) -> dict[str, Any]:
         return {k: result[k] for k in ("rows", "inserted", "updated", "deleted")}
 
-    def summarize(self, result):
+    def summarize(self, result: dict[str, Any]) -> str:
         verb = "reused" if result.get("reused") else "wrote"
         replayed = "".join(f", replayed {d} as v{v}" for d, v in (result.get("replayed") or {}).items())
         return (f"snapshot {result['table']} {verb} version {result['version']} for {result['logical_date']}: "

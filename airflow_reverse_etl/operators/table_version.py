@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from airflow_reverse_etl.exceptions import spec_validation
 from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
 from spark_jobs.contract import RestoreSpec, SavepointSpec, require_one_target
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class TableVersionOperator(ReverseEtlJobOperator):
@@ -30,5 +33,5 @@ class TableVersionOperator(ReverseEtlJobOperator):
         version = None if self.version in (None, "") else self.version
         return {"table": self.table, "version": version, "target_logical_date": self.target_logical_date}
 
-    def build_spec(self, context):
+    def build_spec(self, context: Context) -> tuple[RestoreSpec | SavepointSpec, dict[str, str]]:
         return self.spec_class.of(**self.spec_values()), {}

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError, spec_validation
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
 from spark_jobs.contract import WidenSpec
 from spark_jobs.contract.wide_table import parse  # plain Python: no pyspark import
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 def version_of(source_table: str, value: Any) -> int | None:
@@ -63,15 +66,15 @@ class WidenTableOperator(ReverseEtlJobOperator):
         self.inputs = inputs or {}
         self.declare_outlets(self.wide.rel)
 
-    def build_spec(self, context):
+    def build_spec(self, context: Context) -> tuple[WidenSpec, dict[str, str]]:
         versions = {name: version_of(self.wide.source(name).table, value) for name, value in self.inputs.items()}
         return WidenSpec.of(wide=self.wide, sources=self.sources,
                             versions={k: v for k, v in versions.items() if v is not None}), {}
 
-    def event_counts(self, result):
+    def event_counts(self, result: dict[str, Any]) -> dict[str, Any]:
         return {count: sum(part[count] for part in result["stats"].values()) for count in ("inserted", "updated")}
 
-    def summarize(self, result):
+    def summarize(self, result: dict[str, Any]) -> str:
         parts = ", ".join(f"{name} v{s['from_version']}..v{s['to_version']}" for name, s in result["sources"].items())
         stats = ", ".join(f"{part}: +{s['inserted']} ~{s['updated']}" for part, s in result["stats"].items())
         return f"widen {result['table']} -> v{result['version']} ({parts}) {stats}"

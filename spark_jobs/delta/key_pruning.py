@@ -26,16 +26,19 @@ whole, and reading them for the list would compute them twice.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from spark_jobs.delta.keys import any_null
 from spark_jobs.delta.literals import LITERAL_TYPES, column, literal
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 #: Past this many source rows a MERGE goes without the key list.
 MAX_LISTED_KEYS = 10_000
 
 
-def listed_keys(source, key: Sequence[str], alias: str = "t") -> str | None:
+def listed_keys(source: DataFrame, key: Sequence[str], alias: str = "t") -> str | None:
     """SQL on the target ``alias``: its key is one of the keys of ``source``'s rows; None when they are
     more than :data:`MAX_LISTED_KEYS` or a key column's type has no exact literal. A row with a null
     in its key matches nothing, so it is left out; ``FALSE`` when no row is left."""

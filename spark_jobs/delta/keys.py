@@ -3,7 +3,13 @@ so a snapshot refuses such data before writing anything and says which key value
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from spark_jobs.errors import ConfigError, DataQualityError
+from spark_jobs.delta.rows import one_row
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, Row
 
 EXAMPLES = 5
 
@@ -14,7 +20,7 @@ def require_columns(columns: list[str], wanted: list[str], what: str) -> None:
         raise ConfigError(f"{what} {missing} not found; the columns are {columns}")
 
 
-def any_null(key: list[str]):
+def any_null(key: list[str]) -> Column:
     """Spark column: some part of the key is null."""
     from pyspark.sql import functions as F
 
@@ -24,7 +30,7 @@ def any_null(key: list[str]):
     return condition
 
 
-def check_key_counts(per_key, key: list[str], where: str, *, what: str = "row(s)", **totals):
+def check_key_counts(per_key: DataFrame, key: list[str], where: str, *, what: str = "row(s)", **totals: Column) -> Row:
     """Fail if ``per_key`` (one row per key value with ``count``, its rows once written) holds a null
     or duplicate key; return the totals row, with the extra aggregates ``totals`` asked for.
 
@@ -36,9 +42,9 @@ def check_key_counts(per_key, key: list[str], where: str, *, what: str = "row(s)
     from pyspark.sql import functions as F
 
     null = any_null(key)
-    row = per_key.agg(*[agg.alias(name) for name, agg in totals.items()],
-                      F.sum(F.when(null & (F.col("count") > 0), F.col("count"))).alias("null_keys"),
-                      F.sum(F.when(~null & (F.col("count") > 1), 1)).alias("dupes")).first()
+    row = one_row(per_key.agg(*[agg.alias(name) for name, agg in totals.items()],
+                              F.sum(F.when(null & (F.col("count") > 0), F.col("count"))).alias("null_keys"),
+                              F.sum(F.when(~null & (F.col("count") > 1), 1)).alias("dupes")))
     if row["null_keys"]:
         raise DataQualityError(f"{where}: {row['null_keys']} {what} have a null primary key {key} (a null in "
                                "at least one key column). Nothing was written.")
@@ -49,7 +55,7 @@ def check_key_counts(per_key, key: list[str], where: str, *, what: str = "row(s)
     return row
 
 
-def check_primary_key(df, key: list[str], where: str) -> int:
+def check_primary_key(df: DataFrame, key: list[str], where: str) -> int:
     """Fail on null or duplicate keys in ``df``; return its row count (one pass over the data)."""
     from pyspark.sql import functions as F
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from spark_jobs.contract import parse_commit_metadata
 from spark_jobs.errors import ConfigError, CorruptTableError, is_write_conflict, spark_condition
 from spark_jobs.delta.key_pruning import listed_keys
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
@@ -28,7 +31,7 @@ TABLE_PROPERTIES = {
 
 
 @contextlib.contextmanager
-def commit_metadata(spark, metadata: dict[str, Any]) -> Iterator[None]:
+def commit_metadata(spark: SparkSession, metadata: dict[str, Any]) -> Iterator[None]:
     """Attach ``metadata`` (JSON) to the Delta commits made inside the block.
 
     The logical date and run id travel in each commit's ``userMetadata`` so that a version can be
@@ -50,7 +53,7 @@ WRITER_APP_ID = "airflow-reverse-etl/writer"
 
 
 @contextlib.contextmanager
-def on_top_of(spark, base_version: int) -> Iterator[None]:
+def on_top_of(spark: SparkSession, base_version: int) -> Iterator[None]:
     """Let the Delta commits made inside the block land only directly on top of ``base_version``, the
     version the job read when it computed what to write.
 
@@ -71,7 +74,8 @@ def on_top_of(spark, base_version: int) -> Iterator[None]:
         spark.conf.unset(TXN_VERSION_CONF)
 
 
-def committed_since(spark, uri: str, base_version: int, run_id: str | None, what: str) -> dict[str, Any] | None:
+def committed_since(spark: SparkSession, uri: str, base_version: int, run_id: str | None,
+                    what: str) -> dict[str, Any] | None:
     """The history entry this run (``run_id``) committed after ``base_version``, None if nothing was
     committed since; a commit by another run since ``base_version`` raises
     :class:`~spark_jobs.errors.ConcurrentWriteError` (this run's write, made :func:`on_top_of`
@@ -104,7 +108,7 @@ _NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_PATH_DOES_NOT_EXIST", 
                       "DELTA_TABLE_NOT_FOUND", "DELTA_EMPTY_DIRECTORY", "DELTA_TABLE_ONLY_OPERATION"}
 
 
-def is_delta_table(spark, uri: str) -> bool:
+def is_delta_table(spark: SparkSession, uri: str) -> bool:
     """Whether ``uri`` holds a Delta table: ``DESCRIBE DETAIL`` answers, or fails saying it does not."""
     from pyspark.errors import AnalysisException
 
@@ -139,7 +143,7 @@ _DAMAGED_LOG = re.compile(r"(ChecksumException|JsonParseException|JsonEOFExcepti
                           r"(?:[^\n]*?(\S*_delta_log/\d+\.json))?")
 
 
-def history(spark, uri: str, limit: int | None = None) -> list[dict[str, Any]]:
+def history(spark: SparkSession, uri: str, limit: int | None = None) -> list[dict[str, Any]]:
     """Commit history, newest first, with ``userMetadata`` parsed as JSON where it is JSON.
 
     One row per version, so this is proportional to the number of versions, not to the data. A
@@ -162,7 +166,7 @@ def history(spark, uri: str, limit: int | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def table_history(spark, uri: str, limit: int | None = None) -> list[dict[str, Any]] | None:
+def table_history(spark: SparkSession, uri: str, limit: int | None = None) -> list[dict[str, Any]] | None:
     """:func:`history`, or None when ``uri`` holds no Delta table: the existence check and the history
     in one read of the table's log, where :func:`is_delta_table` then :func:`history` read it twice.
     A job reads a table's history once and passes the entries on."""
@@ -195,11 +199,12 @@ def require_intact(entries: list[dict[str, Any]] | None, uri: str) -> list[dict[
     return entries
 
 
-def latest_version(spark, uri: str) -> int:
+def latest_version(spark: SparkSession, uri: str) -> int:
     return history(spark, uri, 1)[0]["version"]
 
 
-def commit_info(spark, uri: str, version: int, entries: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def commit_info(spark: SparkSession, uri: str, version: int,
+                entries: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The history entry of ``version`` (among ``entries``, the table's history if already read); a
     version that does not exist is a :class:`ConfigError`."""
     entries = history(spark, uri) if entries is None else entries
@@ -219,7 +224,7 @@ retry_on_conflict = retry(
 )
 
 
-def ensure_system_table(spark, uri: str, ddl: str) -> None:
+def ensure_system_table(spark: SparkSession, uri: str, ddl: str) -> None:
     """Create a system table with ``ddl`` (column list) if it does not exist yet."""
     retry_on_conflict(
         lambda: spark.sql(f"CREATE TABLE IF NOT EXISTS {delta_path(uri)} ({ddl}) USING delta")
@@ -231,7 +236,7 @@ def ensure_system_table(spark, uri: str, ddl: str) -> None:
 MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
 
 
-def merge_into(spark, uri: str, source, on: str, *clauses: str, checkpointed: bool = False,
+def merge_into(spark: SparkSession, uri: str, source: DataFrame, on: str, *clauses: str, checkpointed: bool = False,
                key: Sequence[str] = ()) -> None:
     """``MERGE INTO`` the Delta table at ``uri`` (alias ``t``) from the frame ``source`` (alias ``s``)
     with the ``WHEN ...`` ``clauses`` in order. The frame is a temporary view of this session for

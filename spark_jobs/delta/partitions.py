@@ -19,9 +19,16 @@ plan than it saves.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from spark_jobs.errors import ConfigError
 from spark_jobs.delta.lake import delta_path
 from spark_jobs.delta.literals import LITERAL_TYPES, column, literal
+from spark_jobs.delta.rows import one_row
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 #: The Spark types a partition column may have: its values are written into MERGE predicates.
 PARTITION_TYPES = LITERAL_TYPES
@@ -29,7 +36,7 @@ PARTITION_TYPES = LITERAL_TYPES
 MAX_PRUNED_PARTITIONS = 1000
 
 
-def check_new_layout(schema, partition_by: list[str], where: str) -> None:
+def check_new_layout(schema: StructType, partition_by: list[str], where: str) -> None:
     """Before the first write: the partition columns exist in the extract, with a usable type."""
     types = {f.name: f.dataType.simpleString() for f in schema.fields}
     missing = [c for c in partition_by if c not in types]
@@ -42,16 +49,16 @@ def check_new_layout(schema, partition_by: list[str], where: str) -> None:
                           f"here; use columns of type {', '.join(PARTITION_TYPES)}. Nothing was written.")
 
 
-def check_layout(spark, uri: str, partition_by: list[str], where: str) -> None:
+def check_layout(spark: SparkSession, uri: str, partition_by: list[str], where: str) -> None:
     """An existing table is partitioned by exactly ``partition_by``."""
-    actual = list(spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("partitionColumns").first()[0] or [])
+    actual = list(one_row(spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("partitionColumns"))[0] or [])
     if actual != list(partition_by):
         raise ConfigError(f"{where}: the table is partitioned by {actual}, the spec says partition_by="
                           f"{list(partition_by)}. Partitioning is chosen when the table is created; write "
                           "into a new table (a new name) to change it. Nothing was written.")
 
 
-def touched_predicate(frame, partition_by: list[str], alias: str = "t") -> str | None:
+def touched_predicate(frame: DataFrame, partition_by: list[str], alias: str = "t") -> str | None:
     """SQL on the target ``alias``: its rows in the partitions ``frame`` (columns ``partition_by``, one
     row per current row a change matches) names; None when there are too many to be worth it."""
     values = frame.select(*partition_by).distinct().limit(MAX_PRUNED_PARTITIONS + 1).collect()
@@ -65,7 +72,7 @@ def touched_predicate(frame, partition_by: list[str], alias: str = "t") -> str |
     return "(" + " OR ".join(f"({term})" for term in terms) + ")"
 
 
-def pruned(on: str, frame, partition_by: list[str], alias: str = "t") -> str:
+def pruned(on: str, frame: DataFrame, partition_by: list[str], alias: str = "t") -> str:
     """A MERGE's ON clause ``on`` restricted to the partitions :func:`touched_predicate` finds for
     ``frame``'s rows (``on`` as it is when they are too many to be worth it)."""
     predicate = touched_predicate(frame, partition_by, alias)

@@ -35,10 +35,14 @@ spec still naming a renamed column fails naming the new name (:func:`renamed_col
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.errors import ConcurrentWriteError, ConfigError
 from spark_jobs.delta.lake import commit_metadata, delta_path, history
+from spark_jobs.delta.rows import one_row
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 #: The ``job`` of the commits a rename makes.
 RENAME_JOB = "rename"
@@ -65,13 +69,13 @@ def pending_renames(renames: dict[str, str], table: list[str], source: list[str]
     return pending
 
 
-def apply_renames(spark, uri: str, renames: dict[str, str], run_id: str | None, base: int) -> int:
+def apply_renames(spark: SparkSession, uri: str, renames: dict[str, str], run_id: str | None, base: int) -> int:
     """Rename the columns of the Delta table at ``uri`` (version ``base``) as one commit each, turning
     column mapping on first when it is off; returns the new head version. A commit by another run
     meanwhile is a :class:`ConcurrentWriteError` (ALTER TABLE commits are not idempotent writes, so
     they are checked after the fact: every commit since ``base`` must be this run's)."""
     table = delta_path(uri)
-    detail = spark.sql(f"DESCRIBE DETAIL {table}").select("properties").first()
+    detail = one_row(spark.sql(f"DESCRIBE DETAIL {table}").select("properties"))
     with commit_metadata(spark, {"job": RENAME_JOB, "run_id": run_id, "renames": {}}):
         if (detail["properties"] or {}).get("delta.columnMapping.mode") != "name":
             spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
@@ -126,7 +130,7 @@ def names_at_head(entries: list[dict[str, Any]], version: int, head: int | None 
     return {old: new for old, new in current.items() if old != new}
 
 
-def to_head_names(frame, entries: list[dict[str, Any]], version: int, head: int | None = None):
+def to_head_names(frame: DataFrame, entries: list[dict[str, Any]], version: int, head: int | None = None) -> DataFrame:
     """``frame``, read at ``version``, with its renamed columns under their names at ``head`` (default:
     the newest of ``entries``)."""
     renamed = {old: new for old, new in names_at_head(entries, version, head).items() if old in frame.columns}

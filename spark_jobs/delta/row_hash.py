@@ -31,15 +31,20 @@ the column row by row (a column half filled would be wrong); a snapshot table wr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from collections.abc import Sequence
 
 from spark_jobs.delta.expressions import balanced
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 #: The column of a snapshot table holding each row's hash of its values.
 ROW_HASH = "_aretl_row_hash"
 
 
-def row_hash(columns: list[str], positions: dict[str, int]):
+def row_hash(columns: list[str], positions: dict[str, int]) -> Column:
     """The row hash (a long column) of the value columns ``columns``, each hashed with its position
     in the table's schema (``positions``: column -> index, without :data:`ROW_HASH`).
 
@@ -72,7 +77,7 @@ def has_row_hash(columns: list[str]) -> bool:
     return ROW_HASH in columns
 
 
-def carrying_row_hash(spark, uri: str, rows, values: list[str]):
+def carrying_row_hash(spark: SparkSession, uri: str, rows: DataFrame, values: list[str]) -> tuple[DataFrame, list[str]]:
     """``rows``, about to be MERGEd into the snapshot table at ``uri``, with their hash when the table
     stores hashes, and the value columns the MERGE is to write: ``values``, plus :data:`ROW_HASH` then."""
     columns = spark.read.format("delta").load(uri).columns
@@ -92,12 +97,12 @@ def unchanged(written: list[str]) -> str:
     return " AND ".join(f"t.`{c}` <=> s.`{c}`" for c in written)
 
 
-def without_row_hash(df):
+def without_row_hash(df: DataFrame) -> DataFrame:
     """``df`` without the stored row hash (unchanged when it has none)."""
     return df.drop(ROW_HASH) if ROW_HASH in df.columns else df
 
 
-def read_table(spark, uri: str, version: int | None = None, **options):
+def read_table(spark: SparkSession, uri: str, version: int | None = None, **options: str | int) -> DataFrame:
     """The Delta table at ``uri`` (at ``version``, or with other read ``options`` such as the Change
     Data Feed's) as users see it: without the stored row hash."""
     reader = spark.read.format("delta")

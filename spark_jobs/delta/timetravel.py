@@ -11,12 +11,15 @@ from a past date D (``rebuild`` in its metadata, :mod:`spark_jobs.jobs.rebuild`)
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from spark_jobs.contract import parse_logical_date
 from spark_jobs.errors import ConfigError
 from spark_jobs.delta.lake import commit_info, history, is_delta_table, latest_version
 from spark_jobs.delta.row_hash import read_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, datetime, dict[str, Any]]]:
@@ -40,7 +43,7 @@ def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, date
             cutoff = when if cutoff is None else min(cutoff, when)
 
 
-def recorded_versions(spark, uri: str) -> dict[str, dict[str, Any]]:
+def recorded_versions(spark: SparkSession, uri: str) -> dict[str, dict[str, Any]]:
     """logical date -> the history entry of the newest commit that recorded it, restores honoured."""
     return recorded_in(history(spark, uri))
 
@@ -59,7 +62,7 @@ def recorded_for(recorded: dict[str, dict[str, Any]], logical_date: str) -> dict
     return next((e for d, e in recorded.items() if parse_logical_date(d) == wanted), None)
 
 
-def version_for(spark, uri: str, logical_date: str, as_of: bool = False) -> dict[str, Any]:
+def version_for(spark: SparkSession, uri: str, logical_date: str, as_of: bool = False) -> dict[str, Any]:
     """The history entry recorded for ``logical_date``; with ``as_of``, the newest one at or before it.
 
     Raises :class:`ConfigError` naming the dates that are recorded when there is none.
@@ -83,13 +86,13 @@ def version_for(spark, uri: str, logical_date: str, as_of: bool = False) -> dict
     raise ConfigError(f"{uri} has no version {how} logical date {logical_date}: {span}")
 
 
-def read_as_of(spark, uri: str, logical_date: str):
+def read_as_of(spark: SparkSession, uri: str, logical_date: str) -> DataFrame:
     """The table as it was recorded for ``logical_date`` (the newest version at or before it)."""
     version = version_for(spark, uri, logical_date, as_of=True)["version"]
     return read_table(spark, uri, version)
 
 
-def pin_delta_source(spark, source: dict[str, Any], logical_date: str | None) -> dict[str, Any]:
+def pin_delta_source(spark: SparkSession, source: dict[str, Any], logical_date: str | None) -> dict[str, Any]:
     """Resolve the exact version a Delta source is read at, so the job result names it.
 
     ``version`` is kept; ``timestamp`` becomes the newest version committed at or before it;
@@ -131,7 +134,8 @@ def _commit_time(entry: dict[str, Any]) -> datetime:
     return stamp.astimezone(timezone.utc)
 
 
-def target_version(spark, uri: str, version: int | None, target_logical_date: str | None) -> dict[str, Any]:
+def target_version(spark: SparkSession, uri: str, version: int | None,
+                   target_logical_date: str | None) -> dict[str, Any]:
     """The history entry a savepoint or restore points at: ``version`` or ``target_logical_date``
     (the spec guarantees exactly one)."""
     if not is_delta_table(spark, uri):

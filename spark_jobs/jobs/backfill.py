@@ -8,11 +8,16 @@ saves a JVM start per date: a week costs one spark-submit.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from spark_jobs.contract import BackfillResult, BackfillSpec
 from spark_jobs.jobs.snapshot import run_snapshot
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
-def run_backfill(spark, spec: BackfillSpec) -> BackfillResult:
+
+def run_backfill(spark: SparkSession, spec: BackfillSpec) -> BackfillResult:
     runs = [run_snapshot(spark, snapshot) for snapshot in spec.snapshots()]
     return BackfillResult(
         table=runs[-1].table, uri=runs[-1].uri, version=runs[-1].version,

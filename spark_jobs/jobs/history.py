@@ -15,7 +15,7 @@ one new version per run, tagged with the run's logical date.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.contract import HistoryResult, HistorySpec, parse_logical_date, table_ref
 from spark_jobs.errors import ConfigError
@@ -25,11 +25,14 @@ from spark_jobs.delta.renames import to_head_names
 from spark_jobs.delta.timetravel import recorded_in
 from spark_jobs.delta.row_hash import read_table
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
 SCD_COLUMNS = ("valid_from", "valid_to", "is_current", "_version")
 
 
-def scd2_frame(spark, uri: str, key: list[str], chain: list[tuple[int, str]],
-               entries: list[dict[str, Any]] | None = None):
+def scd2_frame(spark: SparkSession, uri: str, key: list[str], chain: list[tuple[int, str]],
+               entries: list[dict[str, Any]] | None = None) -> DataFrame:
     """The SCD2 rows of table ``uri`` over ``chain`` = [(version, logical date)] in order. ``entries``
     (the table's history) tell the renamed columns: each version is read under the head's names, so a
     rename closes no interval (:mod:`spark_jobs.delta.renames`)."""
@@ -69,7 +72,7 @@ def scd2_frame(spark, uri: str, key: list[str], chain: list[tuple[int, str]],
     return out.select(*key, *[F.col(f"_image.`{c}`").alias(c) for c in values], *SCD_COLUMNS)
 
 
-def run_history(spark, spec: HistorySpec) -> HistoryResult:
+def run_history(spark: SparkSession, spec: HistorySpec) -> HistoryResult:
     """Build ``history/<name>`` from a snapshot's versions (spec: ``table``, optional ``name``,
     ``primary_key`` — by default the one recorded in the snapshot's commits)."""
     wh = spec.lake

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 from spark_jobs.state import consumers
 from spark_jobs.contract import MaintenanceResult, MaintenanceSpec, Warehouse, table_ref
@@ -27,21 +27,25 @@ from spark_jobs.delta.keys import require_columns
 from spark_jobs.delta.lake import commit_metadata, delta_path, history, is_delta_table, latest_version
 from spark_jobs.jobs.savepoints import savepointed_versions
 from spark_jobs.delta.row_hash import read_table
+from spark_jobs.delta.rows import one_row
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 CHECK_CONF = "spark.databricks.delta.retentionDurationCheck.enabled"
 LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"  # VACUUM END commit carries the metrics
 LISTING_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"  # VACUUM's file-listing shuffle
 
 
-def consumer_floor(spark, wh: Warehouse, rel: str) -> int | None:
+def consumer_floor(spark: SparkSession, wh: Warehouse, rel: str) -> int | None:
     """The oldest version any consumer of ``rel`` has committed (its next diff starts after it)."""
     from pyspark.sql import functions as F
 
-    row = consumers.latest(spark, wh, F.col("table") == rel).agg(F.min("committed_version").alias("floor")).first()
+    row = one_row(consumers.latest(spark, wh, F.col("table") == rel).agg(F.min("committed_version").alias("floor")))
     return None if row["floor"] is None else int(row["floor"])
 
 
-def protected_versions(spark, wh: Warehouse, rel: str) -> dict[str, Any]:
+def protected_versions(spark: SparkSession, wh: Warehouse, rel: str) -> dict[str, Any]:
     savepoints = savepointed_versions(spark, wh, rel)
     consumer = consumer_floor(spark, wh, rel)
     candidates = savepoints + ([consumer] if consumer is not None else [])
@@ -49,7 +53,8 @@ def protected_versions(spark, wh: Warehouse, rel: str) -> dict[str, Any]:
             "floor": min(candidates) if candidates else None}
 
 
-def effective_retention_hours(spark, uri: str, floor: int | None, retain_hours: float, margin_s: float) -> int:
+def effective_retention_hours(spark: SparkSession, uri: str, floor: int | None, retain_hours: float,
+                              margin_s: float) -> int:
     """``retain_hours``, stretched to reach back past the commit of the oldest protected version.
 
     Whole hours, rounded up: Delta's VACUUM rounds its retention to the nearest hour, which could
@@ -64,7 +69,7 @@ def effective_retention_hours(spark, uri: str, floor: int | None, retain_hours: 
     return math.ceil(max(retain_hours, needed))
 
 
-def run_maintenance(spark, spec: MaintenanceSpec) -> MaintenanceResult:
+def run_maintenance(spark: SparkSession, spec: MaintenanceSpec) -> MaintenanceResult:
     """OPTIMIZE (Z-ordered by ``zorder_by``) when asked, then VACUUM when asked."""
     wh = spec.lake
     rel = spec.table
@@ -82,7 +87,7 @@ def run_maintenance(spark, spec: MaintenanceSpec) -> MaintenanceResult:
         require_columns(columns, zorder, f"Maintenance of {rel}: zorder_by column(s)")
         zorder_clause = f" ZORDER BY ({', '.join(f'`{c}`' for c in zorder)})" if zorder else ""
         with commit_metadata(spark, {"job": spec.job, "run_id": spec.run_id}):
-            metrics = spark.sql(f"OPTIMIZE {delta_path(uri)}{zorder_clause}").first()
+            metrics = one_row(spark.sql(f"OPTIMIZE {delta_path(uri)}{zorder_clause}"))
         m = metrics["metrics"]
         optimized = {"zorder_by": zorder, "files_added": int(m["numFilesAdded"]),
                                "files_removed": int(m["numFilesRemoved"])}
@@ -102,29 +107,30 @@ def run_maintenance(spark, spec: MaintenanceSpec) -> MaintenanceResult:
 
 
 @contextlib.contextmanager
-def _session_conf(spark, settings: dict[str, str]) -> Iterator[None]:
+def _session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
     previous = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key, value in previous.items():
-            if value is None:
+        for key, earlier in previous.items():
+            if earlier is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, earlier)
 
 
-def _listing_parallelism(spark) -> dict[str, str]:
+def _listing_parallelism(spark: SparkSession) -> dict[str, str]:
     """VACUUM's listing parallelism (see the module docstring): the session's own if it sets one,
     else its shuffle partitions."""
     if spark.conf.get(LISTING_CONF, None) is not None:
         return {}
-    return {LISTING_CONF: spark.conf.get("spark.sql.shuffle.partitions")}
+    # pyspark types every setting as optional; this one has a default, so it is always set
+    return {LISTING_CONF: cast(str, spark.conf.get("spark.sql.shuffle.partitions"))}
 
 
-def _vacuum(spark, uri: str, hours: float) -> int:
+def _vacuum(spark: SparkSession, uri: str, hours: float) -> int:
     """VACUUM and return how many files it deleted (read from the VACUUM END commit's metrics)."""
     spark.sql(f"VACUUM delta.`{uri}` RETAIN {hours} HOURS")
     for entry in history(spark, uri, 5):

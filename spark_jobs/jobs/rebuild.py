@@ -23,7 +23,7 @@ replays only the dates not replayed yet; consumers already moved are not moved a
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from spark_jobs.state import consumers
 from spark_jobs.contract import SnapshotSpec, parse_logical_date
@@ -32,10 +32,13 @@ from spark_jobs.delta.renames import to_head_names
 from spark_jobs.delta.timetravel import recorded_for, recorded_versions
 from spark_jobs.delta.row_hash import read_table
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 Merge = Callable[..., object]  # spark_jobs.jobs.snapshot._merge(spark, uri, df, key, added, metadata, base)
 
 
-def start(spark, uri: str, recorded: dict[str, dict[str, Any]], spec: SnapshotSpec) -> dict[str, Any]:
+def start(spark: SparkSession, uri: str, recorded: dict[str, dict[str, Any]], spec: SnapshotSpec) -> dict[str, Any]:
     """Restore the table to the date before ``spec.logical_date``; return the plan D's commit carries."""
     when = parse_logical_date(str(spec.logical_date))
     later = sorted(((d, e["version"]) for d, e in recorded.items() if parse_logical_date(d) > when),
@@ -51,7 +54,7 @@ def start(spark, uri: str, recorded: dict[str, dict[str, Any]], spec: SnapshotSp
     return {"base_version": base, "replay": [[d, v] for d, v in later]}
 
 
-def finish(spark, spec: SnapshotSpec, uri: str, entry: dict[str, Any], merge: Merge) -> dict[str, int]:
+def finish(spark: SparkSession, spec: SnapshotSpec, uri: str, entry: dict[str, Any], merge: Merge) -> dict[str, int]:
     """Replay the later dates of the plan in ``entry`` (D's commit) and move the consumers; return
     {date: new version} of the replayed dates."""
     plan = [(str(d), int(v)) for d, v in entry["metadata"]["rebuild"]["replay"]]
@@ -65,7 +68,7 @@ def finish(spark, spec: SnapshotSpec, uri: str, entry: dict[str, Any], merge: Me
     return replayed
 
 
-def _replay(spark, uri: str, key: list[str], date: str, old_version: int, run_id: str | None,
+def _replay(spark: SparkSession, uri: str, key: list[str], date: str, old_version: int, run_id: str | None,
             merge: Merge) -> None:
     """Record ``date`` again with the content it had at ``old_version`` (one MERGE, one commit), under
     the head's column names: a column renamed since (:mod:`spark_jobs.delta.renames`) keeps its values."""
@@ -79,7 +82,7 @@ def _replay(spark, uri: str, key: list[str], date: str, old_version: int, run_id
         merge(spark, uri, df, key, [], metadata, base)
 
 
-def _move_consumers(spark, spec: SnapshotSpec, moved: dict[int, int]) -> None:
+def _move_consumers(spark: SparkSession, spec: SnapshotSpec, moved: dict[int, int]) -> None:
     """Consumers committed at a replaced version now sit at the new version of the same date."""
     from pyspark.sql import functions as F
 

@@ -8,12 +8,17 @@ the version restored from and the version the restore wrote.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from spark_jobs.contract import RestoreResult, RestoreSpec, table_ref
 from spark_jobs.delta.lake import commit_metadata, history, latest_version
 from spark_jobs.delta.timetravel import target_version
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
-def run_restore(spark, spec: RestoreSpec) -> RestoreResult:
+
+def run_restore(spark: SparkSession, spec: RestoreSpec) -> RestoreResult:
     wh = spec.lake
     rel = spec.table
     uri = wh.uri(rel)

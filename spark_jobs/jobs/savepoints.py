@@ -7,16 +7,21 @@ readable by time travel however often the table is vacuumed afterwards.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from datetime import datetime, timezone
 from spark_jobs.contract import SavepointResult, SavepointSpec, Warehouse, table_ref
 from spark_jobs.delta.lake import ensure_system_table, merge_into, retry_on_conflict
 from spark_jobs.delta.timetravel import target_version
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 TABLE = "savepoints"
 DDL = "table STRING, version BIGINT, logical_date STRING, name STRING, created_at TIMESTAMP, run_id STRING"
 
 
-def savepointed_versions(spark, wh: Warehouse, rel: str) -> list[int]:
+def savepointed_versions(spark: SparkSession, wh: Warehouse, rel: str) -> list[int]:
     """The savepointed versions of ``rel``, oldest first (one row per savepoint: small)."""
     uri = wh.system(TABLE)
     ensure_system_table(spark, uri, DDL)
@@ -24,7 +29,7 @@ def savepointed_versions(spark, wh: Warehouse, rel: str) -> list[int]:
     return sorted(int(r["version"]) for r in rows)
 
 
-def run_savepoint(spark, spec: SavepointSpec) -> SavepointResult:
+def run_savepoint(spark: SparkSession, spec: SavepointSpec) -> SavepointResult:
     """Savepoint ``version`` or the version of ``target_logical_date`` of ``table`` (idempotent)."""
     wh = spec.lake
     rel = spec.table
@@ -37,7 +42,7 @@ def run_savepoint(spark, spec: SavepointSpec) -> SavepointResult:
         [(rel, int(entry["version"]), date, name, datetime.now(timezone.utc), spec.run_id)], DDL)
 
     @retry_on_conflict
-    def _upsert():
+    def _upsert() -> None:
         merge_into(spark, uri, row, "t.table = s.table AND t.version = s.version",
                    "WHEN MATCHED THEN UPDATE SET name = s.name", "WHEN NOT MATCHED THEN INSERT *")
 

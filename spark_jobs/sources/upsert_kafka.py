@@ -36,7 +36,7 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeAlias
 
 from spark_jobs.contract import KafkaSource
 from spark_jobs.env_secrets import read_secrets
@@ -44,6 +44,11 @@ from spark_jobs.errors import ConfigError, DataQualityError, RetryableError
 from spark_jobs.kafka_clients import brokers, client_config, spark_kafka_options
 from spark_jobs.delta.lake import assignments, commit_metadata, insert_values, merge_into
 from spark_jobs.delta.row_hash import carrying_row_hash, read_table, unchanged
+from spark_jobs.delta.rows import one_row
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +62,8 @@ _METADATA_TIMEOUT_S = 30.0
 #: before the read instead (:func:`read_on` compares the recorded offsets with the earliest held).
 _READ_DEFAULTS = {"failOnDataLoss": "false"}
 
-Record = Callable[..., dict[str, Any]]  # spark_jobs.jobs.snapshot._record_if_unchanged(spark, uri, metadata, base)
+#: spark_jobs.jobs.snapshot._record_if_unchanged(spark, uri, metadata, base)
+Record: TypeAlias = "Callable[[SparkSession, str, dict[str, Any], int], dict[str, Any]]"
 
 
 def describe(source: dict[str, Any]) -> str:
@@ -134,7 +140,7 @@ def _watermarks(config: dict[str, Any], topic: str) -> tuple[dict[int, int], dic
         consumer.close()
 
 
-def read_on(spark, uri: str, read: TopicRead, key: list[str], newest: dict[str, Any]) -> TopicRead | None:
+def read_on(spark: SparkSession, uri: str, read: TopicRead, key: list[str], newest: dict[str, Any]) -> TopicRead | None:
     """The read from the offsets the table's ``newest`` commit recorded, or None when this run replays
     the whole topic instead (``full_reread``, another source or key, a changed value schema, no
     offsets recorded). Recorded offsets the topic no longer holds are an error that says how to
@@ -171,11 +177,12 @@ def read_on(spark, uri: str, read: TopicRead, key: list[str], newest: dict[str, 
     return replace(read, start={p: recorded.get(p, read.earliest[p]) for p in read.end})
 
 
-def row_schema(spark, source: KafkaSource, key: list[str]):
+def row_schema(spark: SparkSession, source: KafkaSource, key: list[str]) -> StructType:
     """The table's columns: ``value_schema`` (Spark DDL), which must name the key columns (their
     types parse the message key). Parsed by Spark itself, so any DDL Spark reads is accepted."""
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
     try:
         parsed = spark.range(0).select(F.from_json(F.lit(None).cast("string"), source.value_schema).alias("v"))
@@ -183,6 +190,9 @@ def row_schema(spark, source: KafkaSource, key: list[str]):
     except AnalysisException as exc:
         raise ConfigError(f"Kafka source {source.topic!r}: value_schema {source.value_schema!r} is not a Spark DDL "
                           f"schema such as 'id INT, name STRING': {str(exc).splitlines()[0]}") from None
+    if not isinstance(schema, StructType):  # e.g. 'ARRAY<INT>': a type, not columns
+        raise ConfigError(f"Kafka source {source.topic!r}: value_schema {source.value_schema!r} is not a list of "
+                          "columns such as 'id INT, name STRING'")
     missing = [k for k in key if k not in schema.names]
     if missing:
         raise ConfigError(f"Kafka source {source.topic!r}: value_schema {source.value_schema!r} does not name the key "
@@ -190,7 +200,7 @@ def row_schema(spark, source: KafkaSource, key: list[str]):
     return schema
 
 
-def states(spark, read: TopicRead, key: list[str]):
+def states(spark: SparkSession, read: TopicRead, key: list[str]) -> DataFrame:
     """Per key, its last message in the read (``_LAST``: the value columns and the tombstone flag),
     with the counts :func:`check` looks at. Messages without a usable key share the null key."""
     from pyspark.sql import functions as F
@@ -230,16 +240,16 @@ def states(spark, read: TopicRead, key: list[str]):
     )
 
 
-def check(per_key, read: TopicRead, key: list[str]) -> dict[str, int]:
+def check(per_key: DataFrame, read: TopicRead, key: list[str]) -> dict[str, int]:
     """Fail on messages without a usable key, values that do not parse and keys found in two
     partitions, naming the first of each; return the message and key counts. One aggregation."""
     from pyspark.sql import functions as F
 
-    def example(condition, *columns):
+    def example(condition: Column, *columns: Column) -> Column:
         return F.min(F.when(condition, F.struct(*columns)))
 
     keys = [F.col(f"`{k}`") for k in key]
-    totals = per_key.agg(
+    totals = one_row(per_key.agg(
         F.sum("_messages").alias("messages"),
         F.count(F.lit(1)).alias("keys"),
         F.sum(F.col(_LAST)[TOMBSTONE].cast("long")).alias("tombstones"),
@@ -249,7 +259,7 @@ def check(per_key, read: TopicRead, key: list[str]) -> dict[str, int]:
         example(F.col("_bad_keys") > 0, F.col("_bad_at")).alias("bad_key_at"),
         example(F.col("_bad_values") > 0, *keys, F.col("_bad_at")).alias("bad_value_at"),
         example(F.col("_split"), *keys).alias("split_key"),
-    ).first()
+    ))
     topic, schema = read.source.topic, read.source.value_schema
     if totals["bad_keys"]:
         at = totals["bad_key_at"][0]
@@ -273,7 +283,7 @@ def check(per_key, read: TopicRead, key: list[str]) -> dict[str, int]:
     return {k: int(totals[k] or 0) for k in ("messages", "keys", "tombstones")}
 
 
-def _rows(per_key, schema, key: list[str], with_tombstone: bool):
+def _rows(per_key: DataFrame, schema: StructType, key: list[str], with_tombstone: bool) -> DataFrame:
     """The states as table rows, in ``value_schema``'s column order (plus the tombstone flag)."""
     from pyspark.sql import functions as F
 
@@ -283,7 +293,7 @@ def _rows(per_key, schema, key: list[str], with_tombstone: bool):
     return per_key.select(*columns)
 
 
-def table(spark, read: TopicRead, key: list[str]):
+def table(spark: SparkSession, read: TopicRead, key: list[str]) -> DataFrame:
     """The table the read describes (a full extract): the keys whose last message is a value."""
     from pyspark.sql import functions as F
 
@@ -297,7 +307,7 @@ def table(spark, read: TopicRead, key: list[str]):
     return _rows(per_key.where(~F.col(_LAST)[TOMBSTONE]), schema, key, with_tombstone=False)
 
 
-def apply(spark, uri: str, read: TopicRead, key: list[str], previous_rows: int, metadata: dict[str, Any],
+def apply(spark: SparkSession, uri: str, read: TopicRead, key: list[str], previous_rows: int, metadata: dict[str, Any],
           base: int, record: Record) -> dict[str, Any]:
     """Read on from the recorded offsets and MERGE the new per-key states onto the table as one
     commit (``record``: the snapshot's own bookkeeping of that commit on top of ``base``); return
@@ -316,10 +326,10 @@ def apply(spark, uri: str, read: TopicRead, key: list[str], previous_rows: int, 
         changes = _rows(per_key, schema, key, with_tombstone=True)
         in_table = spark.read.format("delta").load(uri).select(*(F.col(f"`{k}`") for k in key)) \
             .withColumn("_in_table", F.lit(True))
-        moved = changes.select(*key, TOMBSTONE).join(in_table, key, "left").agg(
+        moved = one_row(changes.select(*key, TOMBSTONE).join(in_table, key, "left").agg(
             F.sum(F.when(F.col("_in_table").isNull() & ~F.col(TOMBSTONE), 1).otherwise(0)).alias("added"),
             F.sum(F.when(F.col("_in_table").isNotNull() & F.col(TOMBSTONE), 1).otherwise(0)).alias("removed"),
-        ).first()
+        ))
         metadata["rows"] = previous_rows + int(moved["added"] or 0) - int(moved["removed"] or 0)
         values = [c for c in schema.names if c not in key]
         changes, written = carrying_row_hash(spark, uri, changes, values)

@@ -27,6 +27,8 @@ entries (one read of the log's last commits) and, failing that, by the row itsel
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import json
 import uuid
 from dataclasses import dataclass
@@ -36,6 +38,9 @@ from spark_jobs.state import system_tables
 from spark_jobs.contract import Warehouse
 from spark_jobs.errors import AlreadyCommittedError, StaleCommitError
 from spark_jobs.delta.lake import history
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 TABLE = "consumers"
 DDL = ("table STRING, consumer STRING, committed_version BIGINT, committed_at TIMESTAMP, run_id STRING, "
@@ -59,7 +64,7 @@ class Position:
         return f"version {self.version} committed by run {self.run_id!r} at {self.committed_at}"
 
 
-def latest(spark, wh: Warehouse, where=None):
+def latest(spark: SparkSession, wh: Warehouse, where: Column | None=None) -> DataFrame:
     """One row per (table, consumer) — its newest commit — among the rows matching ``where``."""
     from pyspark.sql import functions as F
 
@@ -73,22 +78,22 @@ def latest(spark, wh: Warehouse, where=None):
     return rows.groupBy("table", "consumer").agg(newest).select("table", "consumer", "newest.*")
 
 
-def positions(spark, wh: Warehouse, where) -> dict[tuple[str, str], Position]:
+def positions(spark: SparkSession, wh: Warehouse, where: Column | None) -> dict[tuple[str, str], Position]:
     return {(r["table"], r["consumer"]): Position(r["table"], r["consumer"], int(r["committed_version"]),
                                                   int(r["seq"]), r["run_id"], r["committed_at"], r["commit_id"])
             for r in latest(spark, wh, where).collect()}  # one row per tracked pair
 
 
-def position(spark, wh: Warehouse, table_rel: str, consumer: str) -> Position:
+def position(spark: SparkSession, wh: Warehouse, table_rel: str, consumer: str) -> Position:
     found = positions(spark, wh, _pair_filter([(table_rel, consumer)]))
     return found.get((table_rel, consumer), Position(table_rel, consumer))
 
 
-def committed_version(spark, wh: Warehouse, table_rel: str, consumer: str) -> int | None:
+def committed_version(spark: SparkSession, wh: Warehouse, table_rel: str, consumer: str) -> int | None:
     return position(spark, wh, table_rel, consumer).version
 
 
-def committed_versions(spark, wh: Warehouse, consumer_prefix: str) -> dict[tuple[str, str], int]:
+def committed_versions(spark: SparkSession, wh: Warehouse, consumer_prefix: str) -> dict[tuple[str, str], int]:
     """(table, consumer) -> committed version for every consumer whose name starts with the prefix:
     one read for a job that tracks several tables (a wide table's sources)."""
     from pyspark.sql import functions as F
@@ -97,11 +102,11 @@ def committed_versions(spark, wh: Warehouse, consumer_prefix: str) -> dict[tuple
     return {pair: p.version for pair, p in found.items() if p.version is not None}
 
 
-def commit(spark, wh: Warehouse, table_rel: str, consumer: str, version: int, run_id: str | None) -> None:
+def commit(spark: SparkSession, wh: Warehouse, table_rel: str, consumer: str, version: int, run_id: str | None) -> None:
     commit_all(spark, wh, {(table_rel, consumer): version}, run_id)
 
 
-def commit_all(spark, wh: Warehouse, versions: dict[tuple[str, str], int], run_id: str | None) -> None:
+def commit_all(spark: SparkSession, wh: Warehouse, versions: dict[tuple[str, str], int], run_id: str | None) -> None:
     """Commit several (table, consumer) versions in one transaction (one append), unconditionally:
     for jobs that guard their own progress, such as widen (the wide table's commits record what they
     merged)."""
@@ -112,7 +117,7 @@ def commit_all(spark, wh: Warehouse, versions: dict[tuple[str, str], int], run_i
     _append(spark, wh, [(t, c, v, next_seq[(t, c)]) for (t, c), v in versions.items()], run_id)
 
 
-def require_position(spark, wh: Warehouse, table_rel: str, consumer: str, from_version: int | None,
+def require_position(spark: SparkSession, wh: Warehouse, table_rel: str, consumer: str, from_version: int | None,
                      to_version: int) -> Position:
     """The pair's position, provided a sync from ``from_version`` to ``to_version`` may commit over it;
     checked before delivery so that a stale sync fails before sending anything.
@@ -134,7 +139,7 @@ def require_position(spark, wh: Warehouse, table_rel: str, consumer: str, from_v
     return current
 
 
-def commit_from(spark, wh: Warehouse, expected: Position, version: int, run_id: str | None) -> None:
+def commit_from(spark: SparkSession, wh: Warehouse, expected: Position, version: int, run_id: str | None) -> None:
     """Commit ``version`` for the pair only if its newest commit is still ``expected``
     (compare-and-set), else raise :class:`StaleCommitError`."""
     seq = expected.seq + 1
@@ -151,7 +156,7 @@ def commit_from(spark, wh: Warehouse, expected: Position, version: int, run_id: 
         raise StaleCommitError(_stale_message(now, expected.version, version, delivered=True))
 
 
-def _append(spark, wh: Warehouse, rows: list[tuple[str, str, int, int]], run_id: str | None,
+def _append(spark: SparkSession, wh: Warehouse, rows: list[tuple[str, str, int, int]], run_id: str | None,
             txn: tuple[str, int] | None = None) -> str:
     """Append the rows as one commit; returns the commit's id."""
     commit_id = uuid.uuid4().hex
@@ -166,14 +171,14 @@ def _append(spark, wh: Warehouse, rows: list[tuple[str, str, int, int]], run_id:
 RECENT_COMMITS = 20
 
 
-def _in_recent_history(spark, wh: Warehouse, commit_id: str) -> bool:
+def _in_recent_history(spark: SparkSession, wh: Warehouse, commit_id: str) -> bool:
     """Whether the commit of ``commit_id`` is among the table's newest commits: a read of the log's
     last commit files, where :func:`_landed` plans and runs a scan. False is no answer: the commit
     may be older than those."""
     return any(e["metadata"].get("commit_id") == commit_id for e in history(spark, wh.system(TABLE), RECENT_COMMITS))
 
 
-def _landed(spark, wh: Warehouse, commit_id: str) -> bool:
+def _landed(spark: SparkSession, wh: Warehouse, commit_id: str) -> bool:
     """Whether the row of ``commit_id`` is in the table. The transaction id lets at most one commit per
     (pair, sequence) through, so the sync's row being there means its compare-and-set won. A lookup by
     the unique id: the files' statistics on ``commit_id`` skip every file but the one appended, where
@@ -184,7 +189,7 @@ def _landed(spark, wh: Warehouse, commit_id: str) -> bool:
     return bool(rows.where(F.col("commit_id") == commit_id).select("commit_id").limit(1).collect())
 
 
-def _pair_filter(pairs: list[tuple[str, str]]):
+def _pair_filter(pairs: list[tuple[str, str]]) -> Column:
     from functools import reduce
 
     from pyspark.sql import functions as F

@@ -14,25 +14,30 @@ the snapshot exactly, whatever the key's types.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from datetime import datetime, timezone
 
 from spark_jobs.contract import Warehouse
 from spark_jobs.delta.lake import (assignments, ensure_system_table, insert_values, is_delta_table, merge_into,
                              retry_on_conflict)
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
 TABLE = "rejects"
 DDL = ("table STRING, consumer STRING, sink STRING, key STRING, op STRING, change STRING, error STRING, "
        "attempts BIGINT, version BIGINT, first_seen TIMESTAMP, last_seen TIMESTAMP")
 
 
-def key_json(key: list[str]):
+def key_json(key: list[str]) -> Column:
     """The ledger's name for a row: its primary key as canonical JSON."""
     from pyspark.sql import functions as F
 
     return F.to_json(F.struct(*[F.col(f"`{k}`") for k in key]))
 
 
-def pending(spark, wh: Warehouse, table_rel: str, consumer: str):
+def pending(spark: SparkSession, wh: Warehouse, table_rel: str, consumer: str) -> DataFrame | None:
     """The consumer's open entries (a DataFrame: key, op, change, attempts), or None when it has none."""
     from pyspark.sql import functions as F
 
@@ -45,7 +50,8 @@ def pending(spark, wh: Warehouse, table_rel: str, consumer: str):
     return None if entries.isEmpty() else entries
 
 
-def resend_frame(ledger, snapshot, key: list[str], columns: list[str], op_for_existing: str, mirror: bool):
+def resend_frame(ledger: DataFrame, snapshot: DataFrame, key: list[str], columns: list[str], op_for_existing: str,
+                 mirror: bool) -> DataFrame:
     """Rows to send again for ledger entries: the row as it is in ``snapshot`` (the target version)
     with ``op_for_existing``; a row gone from the snapshot is a delete in mirror mode and otherwise
     needs nothing (its entry is settled by the ledger update). Columns: ``columns``, ``_op``,
@@ -68,7 +74,8 @@ def resend_frame(ledger, snapshot, key: list[str], columns: list[str], op_for_ex
     return out if mirror else out.where(F.col("_op") != "delete")
 
 
-def settle(spark, wh: Warehouse, table_rel: str, consumer: str, sink: str, version: int, processed, refused) -> None:
+def settle(spark: SparkSession, wh: Warehouse, table_rel: str, consumer: str, sink: str, version: int,
+           processed: DataFrame, refused: DataFrame) -> None:
     """Update the ledger after a sync: ``processed`` (column ``_key``) are every key this run dealt
     with; ``refused`` (key, op, change, error, attempts) the ones the destination refused. Refused
     keys are inserted or updated, the other processed keys leave the ledger."""
@@ -86,7 +93,7 @@ def settle(spark, wh: Warehouse, table_rel: str, consumer: str, sink: str, versi
     )
 
     @retry_on_conflict
-    def _merge():
+    def _merge() -> None:
         merge_into(
             spark, uri, source, "t.table = s.table AND t.consumer = s.consumer AND t.key = s.key",
             "WHEN MATCHED AND s.error IS NULL THEN DELETE",

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.state import system_tables
 from spark_jobs.contract import SinkSpec, Warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 TABLE = "runs"
 DDL = (
@@ -30,7 +33,7 @@ DDL = (
 PLANNED = re.findall(r"planned_(\w+)", DDL)  # the destination operations counted before delivery
 
 
-def record(spark, wh: Warehouse, spec: SinkSpec, *, sink: str, destination: str, status: str,
+def record(spark: SparkSession, wh: Warehouse, spec: SinkSpec, *, sink: str, destination: str, status: str,
            started_at: datetime, planned: dict[str, int] | None = None, stats: dict[str, Any] | None = None,
            resent: int = 0, committed: bool = False, error: str | None = None) -> dict[str, Any]:
     """Append the run's row and return it (the sync result carries the same figures)."""

@@ -26,11 +26,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from spark_jobs.errors import is_write_conflict
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 #: Another writer committed for the same idempotent-write application id (``txnAppId``) meanwhile.
 CONCURRENT_TRANSACTION = "DELTA_CONCURRENT_TRANSACTION"
@@ -65,7 +68,7 @@ _retry_on_conflict = retry(
 CHECKPOINT_INTERVAL = 100
 
 
-def append(frame, uri: str, txn: tuple[str, int] | None = None, user_metadata: str | None = None) -> None:
+def append(frame: DataFrame, uri: str, txn: tuple[str, int] | None = None, user_metadata: str | None = None) -> None:
     """Append ``frame`` to the Delta table at ``uri``, creating it on first use (with a checkpoint
     every :data:`CHECKPOINT_INTERVAL` commits: Delta takes ``delta.*`` write options as the table's
     properties when the write creates it, and ignores them on appends to an existing table).
@@ -85,10 +88,11 @@ def append(frame, uri: str, txn: tuple[str, int] | None = None, user_metadata: s
     _retry_on_conflict(lambda: writer.save(uri))()
 
 
-_held: contextvars.ContextVar[list | None] = contextvars.ContextVar("aretl_held_records", default=None)
+_held: contextvars.ContextVar[list[tuple[DataFrame, str]] | None] = contextvars.ContextVar(
+    "aretl_held_records", default=None)
 
 
-def record(frame, uri: str) -> None:
+def record(frame: DataFrame, uri: str) -> None:
     """Append a history row (a run, a lineage row): at once, or inside :func:`recorded_together`
     when the block ends, beside the block's other records."""
     held = _held.get()
@@ -103,7 +107,7 @@ def recorded_together() -> Iterator[None]:
     """Write the :func:`record` rows of the block when it ends, whether it succeeds or fails, side by
     side: each append is a small commit whose time is mostly latency (write one file, then commit to
     the log), so two at once take about as long as one. Nothing in the block reads them back."""
-    held: list = []
+    held: list[tuple[DataFrame, str]] = []
     token = _held.set(held)
     try:
         yield
@@ -112,7 +116,7 @@ def recorded_together() -> Iterator[None]:
         _append_side_by_side(held)
 
 
-def _append_side_by_side(rows: list) -> None:
+def _append_side_by_side(rows: list[tuple[DataFrame, str]]) -> None:
     if len(rows) == 1:
         append(*rows[0])
     elif rows:
@@ -121,7 +125,7 @@ def _append_side_by_side(rows: list) -> None:
                 done.result()  # the first failure is raised, after every append has finished
 
 
-def read(spark, uri: str, ddl: str):
+def read(spark: SparkSession, uri: str, ddl: str) -> DataFrame:
     """The table at ``uri`` with at least the columns of ``ddl``: empty when nothing was appended yet,
     and columns an older release did not write read as nulls."""
     from pyspark.errors import AnalysisException

@@ -10,6 +10,8 @@ the target version's names.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from spark_jobs.jobs.diff import as_inserts
 from spark_jobs.jobs.diff import read_changes as read_feed
 from spark_jobs.errors import ConfigError
@@ -17,10 +19,13 @@ from spark_jobs.delta.lake import commit_info, history, latest_version, table_hi
 from spark_jobs.delta.renames import restored_version
 from spark_jobs.delta.row_hash import read_table
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
 ROW_TYPES = ("insert", "update_postimage", "delete")  # the preimage of an update is not a write
 
 
-def read_changes(spark, uri: str, from_version: int | None, to_version: int):
+def read_changes(spark: SparkSession, uri: str, from_version: int | None, to_version: int) -> DataFrame | None:
     """CDF rows of ``uri`` in (from_version, to_version], or ``None`` when there is nothing new."""
     if from_version is not None and from_version >= to_version:
         return None
@@ -30,7 +35,7 @@ def read_changes(spark, uri: str, from_version: int | None, to_version: int):
     return read_feed(spark, uri, from_version + 1, to_version, _history_since(spark, uri, from_version + 1))
 
 
-def _history_since(spark, uri: str, since: int) -> list[dict]:
+def _history_since(spark: SparkSession, uri: str, since: int) -> list[dict[str, Any]]:
     """The table's commits from version ``since`` on: what splitting and naming its feed needs (rename
     and restore commits), without reading the whole log every run. A restore among them to a version
     before ``since`` maps names through older commits, so then the whole history."""
@@ -40,7 +45,7 @@ def _history_since(spark, uri: str, since: int) -> list[dict]:
     return entries
 
 
-def require_table(spark, uri: str, rel: str, what: str) -> int:
+def require_table(spark: SparkSession, uri: str, rel: str, what: str) -> int:
     """The table's latest version (existence and version in one read of its log)."""
     newest = table_history(spark, uri, 1)
     if newest is None:

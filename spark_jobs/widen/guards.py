@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from spark_jobs.errors import JobError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
 
 _START, _END = "aretl-check: ", " :aretl-check"
 _MESSAGE = re.compile(re.escape(_START) + "(.*?)" + re.escape(_END), re.S)
 
 
-def check(bad, *message):
+def check(bad: Column, *message: str | Column) -> Column:
     """A filter condition that keeps every row and fails the query at the first row where ``bad``
     holds; ``message`` parts are strings or columns (the offending values)."""
     from pyspark.sql import functions as F

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import reduce
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs import crashpoints
 from spark_jobs.state import consumers
@@ -54,6 +54,11 @@ from spark_jobs.widen import guards, partial_update, reverse_index
 from spark_jobs.widen.changes import ROW_TYPES, read_changes, require_table
 from spark_jobs.contract.wide_table import ADDS, RETRACTIONS, Source, WideTable
 from spark_jobs.delta.row_hash import read_table
+from spark_jobs.delta.rows import one_row
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
 
 EXAMPLES = 5
 BROADCAST_CELLS = 1_000_000  # folded rows x columns a change run's MERGE broadcasts (~20 MB on the driver)
@@ -73,7 +78,7 @@ class Input:
         return self.from_version is None or self.to_version > self.from_version
 
 
-def run_widen(spark, spec: WidenSpec) -> WidenResult:
+def run_widen(spark: SparkSession, spec: WidenSpec) -> WidenResult:
     t = spec.wide  # validated with the spec, before any Spark work
     step = step_sources(t, spec.sources)
     versions = spec.versions
@@ -103,7 +108,7 @@ def run_widen(spark, spec: WidenSpec) -> WidenResult:
 
     wanted = list(dict.fromkeys([*t.primary_key, *t.partition_by, *columns, *[c for s in left for c in s.columns]]))
     _ensure_wide(spark, t, uri, wanted, types, base_md, exists)
-    commits: dict[str, dict | None] = {}  # step part -> metadata of the commit it made
+    commits: dict[str, dict[str, Any] | None] = {}  # step part -> metadata of the commit it made
     if full:
         done = [(inputs[s.name].rel, inputs[s.name].consumer, inputs[s.name].to_version) for s in full]
         inserts_only = all(inputs[s.name].from_version is None and not s.is_changelog for s in full)
@@ -144,7 +149,8 @@ def step_sources(t: WideTable, names: list[str]) -> list[Source]:
     return [s for s in chosen if not s.is_left] + [s for s in t.left_sources if s in chosen]
 
 
-def _merged_versions(spark, wh: Warehouse, t: WideTable, entries: list[dict], wanted) -> dict[tuple[str, str], int]:
+def _merged_versions(spark: SparkSession, wh: Warehouse, t: WideTable, entries: list[dict[str, Any]],
+                     wanted: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
     """(table, consumer) -> the newest version merged into the wide table.
 
     The wide table's own commits (its history ``entries``) record what they merged, atomically with
@@ -162,7 +168,7 @@ def _merged_versions(spark, wh: Warehouse, t: WideTable, entries: list[dict], wa
     return merged
 
 
-def _recorded_behind(spark, wh: Warehouse, t: WideTable, idle: list[Input]) -> set[tuple[str, str]]:
+def _recorded_behind(spark: SparkSession, wh: Warehouse, t: WideTable, idle: list[Input]) -> set[tuple[str, str]]:
     """The pairs with nothing new to merge whose ``_system/consumers`` row is older than what the wide
     table's own log says it merged: a run killed between its fold and its consumer commit leaves them
     so. The next run that finds nothing to merge records them, so the two never disagree for long —
@@ -174,7 +180,8 @@ def _recorded_behind(spark, wh: Warehouse, t: WideTable, idle: list[Input]) -> s
     return {(i.rel, i.consumer) for i in idle if recorded.get((i.rel, i.consumer), -1) < i.to_version}
 
 
-def _input(spark, wh: Warehouse, t: WideTable, s: Source, version, merged_versions) -> Input:
+def _input(spark: SparkSession, wh: Warehouse, t: WideTable, s: Source, version: int | None,
+           merged_versions: dict[tuple[str, str], int]) -> Input:
     uri = wh.uri(s.table)
     latest = require_table(spark, uri, s.table, f"Wide table {t.name}, source {s.name}")
     to_version = latest if version is None else int(version)
@@ -185,11 +192,12 @@ def _input(spark, wh: Warehouse, t: WideTable, s: Source, version, merged_versio
     return Input(s.table, uri, t.consumer(), merged, to_version)
 
 
-def _types(spark, wh: Warehouse, t: WideTable, step: list[Source], inputs: dict[str, Input], exists: bool) -> dict:
+def _types(spark: SparkSession, wh: Warehouse, t: WideTable, step: list[Source], inputs: dict[str, Input],
+           exists: bool) -> dict[str, DataType]:
     """Wide column -> Spark type: the wide table's own schema (if it ``exists``), then the step's
     sources (which must agree with it), then other full-join sources for group fields this step nulls
     but does not carry."""
-    types: dict = {}
+    types: dict[str, DataType] = {}
     owner: dict[str, str] = {}
     uri = wh.uri(t.rel)
     if exists:
@@ -211,7 +219,8 @@ def _types(spark, wh: Warehouse, t: WideTable, step: list[Source], inputs: dict[
     return types
 
 
-def _require_source_columns(spark, t: WideTable, s: Source, uri: str, schema, needed: list[str], version: int) -> None:
+def _require_source_columns(spark: SparkSession, t: WideTable, s: Source, uri: str, schema: StructType,
+                            needed: list[str], version: int) -> None:
     """The source table (``schema`` at ``version``) has the columns the spec names. A name its snapshot
     renamed (``renames=``) fails naming the new one: the spec names a source's current columns, and
     following the rename silently would leave a stale spec working only while the rename commit is in
@@ -227,7 +236,8 @@ def _require_source_columns(spark, t: WideTable, s: Source, uri: str, schema, ne
     require_columns(schema.fieldNames(), needed, f"Wide table {t.name}, source {s.name} ({s.table}): column(s)")
 
 
-def _agree(t, types, owner, col, dtype, who) -> None:
+def _agree(t: WideTable, types: dict[str, DataType], owner: dict[str, str], col: str, dtype: DataType,
+           who: str) -> None:
     if col in types and types[col] != dtype:
         raise SchemaDriftError(f"Wide table {t.name}: column {col!r} is {types[col].simpleString()} in "
                                f"{owner[col]} but {dtype.simpleString()} in {who}")
@@ -235,7 +245,7 @@ def _agree(t, types, owner, col, dtype, who) -> None:
     owner.setdefault(col, who)
 
 
-def _check_changelog_types(t: WideTable, s: Source, schema) -> None:
+def _check_changelog_types(t: WideTable, s: Source, schema: StructType) -> None:
     from pyspark.sql.types import IntegralType, StringType
 
     where = f"Wide table {t.name}, changelog source {s.name} ({s.table})"
@@ -247,7 +257,8 @@ def _check_changelog_types(t: WideTable, s: Source, schema) -> None:
                           f"position), it is {schema[s.order_field].dataType.simpleString()}")
 
 
-def _type_from_other_sources(spark, wh: Warehouse, t: WideTable, col: str, types, owner) -> None:
+def _type_from_other_sources(spark: SparkSession, wh: Warehouse, t: WideTable, col: str, types: dict[str, DataType],
+                             owner: dict[str, str]) -> None:
     for s in t.sources:
         uri = wh.uri(s.table)
         if col in s.columns and is_delta_table(spark, uri):
@@ -260,7 +271,8 @@ def _type_from_other_sources(spark, wh: Warehouse, t: WideTable, col: str, types
                       f"providing it exists yet")
 
 
-def _full_events(spark, t: WideTable, full: list[Source], inputs: dict[str, Input], columns, types):
+def _full_events(spark: SparkSession, t: WideTable, full: list[Source], inputs: dict[str, Input], columns: list[str],
+                 types: dict[str, DataType]) -> DataFrame | None:
     """Every source row written since the last merge as an event for the partial-update fold, or None."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType
@@ -291,7 +303,7 @@ def _full_events(spark, t: WideTable, full: list[Source], inputs: dict[str, Inpu
     return reduce(lambda a, b: a.unionByName(b), frames) if frames else None
 
 
-def _source_events(t: WideTable, s: Source, cdf):
+def _source_events(t: WideTable, s: Source, cdf: DataFrame) -> tuple[DataFrame, Column, Column, Column]:
     """A source's rows as events: (rows, is-retraction, is-removal, position within a commit).
 
     A snapshot's Change Data Feed rows are inserts, update after-images and deletes (carrying the
@@ -325,7 +337,7 @@ def _can_retract(t: WideTable, s: Source) -> bool:
             or (s.is_changelog and any(t.aggregations.get(c) == "sum" for c in s.columns)))
 
 
-def _refuse_deletes(t: WideTable, s: Source, inp: Input, rows, retraction) -> None:
+def _refuse_deletes(t: WideTable, s: Source, inp: Input, rows: DataFrame, retraction: Column) -> None:
     src_key = [s.key[k] for k in t.primary_key]
     sample = [r.asDict() for r in rows.where(retraction).select(*src_key).limit(EXAMPLES).collect()]
     if sample:
@@ -340,7 +352,8 @@ def _refuse_deletes(t: WideTable, s: Source, inp: Input, rows, retraction) -> No
         )
 
 
-def _ensure_wide(spark, t: WideTable, uri: str, wanted: list[str], types, md, exists: bool) -> None:
+def _ensure_wide(spark: SparkSession, t: WideTable, uri: str, wanted: list[str], types: dict[str, DataType],
+                 md: dict[str, Any], exists: bool) -> None:
     """Create the wide table (CDF + deletion vectors, partitioned by ``partition_by``) unless it
     ``exists``, or add the columns this step brings."""
     from pyspark.sql.types import StructField, StructType
@@ -363,8 +376,9 @@ def _ensure_wide(spark, t: WideTable, uri: str, wanted: list[str], types, md, ex
             retry_on_conflict(lambda: spark.sql(f"ALTER TABLE delta.`{uri}` ADD COLUMNS ({added})"))()
 
 
-def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base: int,
-                inserts_only: bool) -> dict | None:
+def _merge_full(spark: SparkSession, t: WideTable, uri: str, events: DataFrame | None, columns: list[str],
+                types: dict[str, DataType], md: dict[str, Any], base: int,
+                inserts_only: bool) -> dict[str, Any] | None:
     """Fold the events into the wide table as one commit made :func:`~spark_jobs.delta.lake.on_top_of`
     ``base``, the version whose merged source versions the events start from: two runs that read the
     same merged versions would otherwise both add the same events (a ``sum`` counted twice). On a
@@ -377,8 +391,8 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base:
     on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in t.primary_key)
 
     @retry_on_conflict
-    def _merge():  # rebuilt on a conflict: the fold must start from the rows stored now
-        if spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("numFiles").first()[0] == 0:
+    def _merge() -> None:  # rebuilt on a conflict: the fold must start from the rows stored now
+        if one_row(spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("numFiles"))[0] == 0:
             # Nothing stored yet (the first run): every folded row is an insert, and a plain append
             # skips the MERGE's materialized source and its join against the target. The merges of a
             # wide table run one at a time (planning.py); a concurrent run's append is refused (on_top_of).
@@ -413,7 +427,7 @@ def _merge_full(spark, t: WideTable, uri: str, events, columns, types, md, base:
     return md
 
 
-def _folded_source(rows):
+def _folded_source(rows: DataFrame) -> DataFrame:
     """The folded rows as the MERGE's source: computed once (a local checkpoint, so Delta does not copy
     them again) and, when few (at most :data:`BROADCAST_CELLS` values: a change run), broadcast, so the
     MERGE's joins stream the wide table instead of shuffling all of it to meet a few rows. Counting the
@@ -424,7 +438,7 @@ def _folded_source(rows):
     return F.broadcast(rows) if rows.count() * len(rows.columns) <= BROADCAST_CELLS else rows
 
 
-def _require_own_merge(spark, t: WideTable, uri: str, base: int, md: dict) -> None:
+def _require_own_merge(spark: SparkSession, t: WideTable, uri: str, base: int, md: dict[str, Any]) -> None:
     """Fail with :class:`ConcurrentWriteError` when another run merged into the wide table since
     ``base`` and this run's fold did not commit (Delta refused or skipped it)."""
     newer = [e for e in history(spark, uri, 20) if e["version"] > base and e["metadata"].get("merged")]
@@ -436,7 +450,8 @@ def _require_own_merge(spark, t: WideTable, uri: str, base: int, md: dict) -> No
             "run's merge was committed. Retry after it finishes (a retry merges only what is left).")
 
 
-def _merge_left(spark, wh, t: WideTable, s: Source, right: Input, wide_in: Input, types, base_md) -> dict | None:
+def _merge_left(spark: SparkSession, wh: Warehouse, t: WideTable, s: Source, right: Input, wide_in: Input,
+                types: dict[str, DataType], base_md: dict[str, Any]) -> dict[str, Any] | None:
     inp = reverse_index.LeftJoinInput(wide_in.uri, wide_in.from_version, wide_in.to_version,
                                       right.uri, right.from_version, right.to_version)
     present = spark.read.format("delta").load(wide_in.uri).columns
@@ -460,7 +475,7 @@ def _merge_left(spark, wh, t: WideTable, s: Source, right: Input, wide_in: Input
     return md
 
 
-def _stats(recent: list[dict], md: dict | None) -> dict[str, int]:
+def _stats(recent: list[dict[str, Any]], md: dict[str, Any] | None) -> dict[str, int]:
     """Rows read, inserted and updated by the commit made with metadata ``md`` (zeros when the step
     had nothing to merge or its MERGE changed nothing and so committed nothing)."""
     metrics: dict[str, Any] = {}

@@ -29,8 +29,14 @@ Rules per field (``st`` = stored value, ``v`` = incoming value):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable
+
 from spark_jobs.errors import ConfigError
 from spark_jobs.contract.wide_table import WideTable
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+    from pyspark.sql.types import DataType
 
 ORDER = "_ord"
 DELETE = "_delete"  # a retraction
@@ -40,7 +46,7 @@ RESET = "_reset"  # the row was emptied by a removal during the fold
 PRIOR = "_prior_partition"  # a partitioned wide table: the partition of the key's stored row (null: none)
 
 
-def _agg(func: str, st, v, delimiter: str, newer):
+def _agg(func: str, st: Column, v: Column, delimiter: str, newer: Column) -> Column:
     """Aggregate ``v`` into ``st``; ``newer`` says whether the event is at least as new as the row."""
     from pyspark.sql import functions as F
 
@@ -59,7 +65,7 @@ def _agg(func: str, st, v, delimiter: str, newer):
     return F.when(newer, forward).otherwise(reverse)
 
 
-def _retract(func: str | None, st, v, otherwise):
+def _retract(func: str | None, st: Column, v: Column, otherwise: Column) -> Column:
     """What a retraction of ``v`` leaves in a field: ``sum`` takes the amount off (Paimon's
     ``FieldSumAgg.retract``), any other field ``otherwise``."""
     from pyspark.sql import functions as F
@@ -69,13 +75,13 @@ def _retract(func: str | None, st, v, otherwise):
     return otherwise
 
 
-def fold_step(t: WideTable, columns: list[str], types: dict):
+def fold_step(t: WideTable, columns: list[str], types: dict[str, DataType]) -> Callable[[Column, Column], Column]:
     """The ``aggregate()`` merge function: (stored struct, event struct) -> new stored struct."""
     from pyspark.sql import functions as F
 
     seq = t.sequence_field if t.sequence_field in columns else None
 
-    def step(acc, e):
+    def step(acc: Column, e: Column) -> Column:
         deleted, removed = e[DELETE], e[REMOVE]
         fields = []
         for col in columns:
@@ -111,7 +117,7 @@ def fold_step(t: WideTable, columns: list[str], types: dict):
     return step
 
 
-def check_types(t: WideTable, columns: list[str], types: dict) -> None:
+def check_types(t: WideTable, columns: list[str], types: dict[str, DataType]) -> None:
     from pyspark.sql.types import NumericType, StringType
 
     for col in columns:
@@ -130,7 +136,7 @@ def plain_fold(t: WideTable, columns: list[str]) -> bool:
     return not any(c in t.aggregations or c in t.sequence_groups or t.group_of(c) for c in columns)
 
 
-def newest_values(t: WideTable, events, columns: list[str]):
+def newest_values(t: WideTable, events: DataFrame, columns: list[str]) -> DataFrame:
     """The fold of insert-only ``events`` onto an empty wide table when :func:`plain_fold` holds, as
     compiled aggregates in one shuffle (no collected lists, no interpreted ``aggregate()``).
 
@@ -147,7 +153,8 @@ def newest_values(t: WideTable, events, columns: list[str]):
             .select(*t.primary_key, *columns, F.lit(False).alias(REMOVE), F.lit(False).alias(RESET)))
 
 
-def merged_rows(t: WideTable, events, stored, columns: list[str], types: dict):
+def merged_rows(t: WideTable, events: DataFrame, stored: DataFrame | None, columns: list[str],
+                types: dict[str, DataType]) -> DataFrame:
     """Fold ``events`` (key, ``_ord``, ``_delete``, ``_remove``, columns) onto ``stored`` (the wide
     table, or ``None`` when it has no rows yet).
 

@@ -18,6 +18,8 @@ wide rows that reference it; the work follows the changes, never a re-join of th
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dataclasses import dataclass
 
 from spark_jobs.jobs.diff import net_changes
@@ -27,6 +29,10 @@ from spark_jobs.widen import guards
 from spark_jobs.widen.changes import read_changes
 from spark_jobs.contract.wide_table import Source, WideTable
 from spark_jobs.delta.row_hash import read_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType
 
 
 @dataclass
@@ -48,7 +54,7 @@ def _on(cols: list[str], left: str = "t", right: str = "s") -> str:
     return " AND ".join(f"{left}.`{c}` = {right}.`{c}`" for c in cols)
 
 
-def fk_changes(spark, t: WideTable, s: Source, inp: LeftJoinInput):
+def fk_changes(spark: SparkSession, t: WideTable, s: Source, inp: LeftJoinInput) -> DataFrame | None:
     """Wide keys that appeared, changed their fk or disappeared in the range: key, fk, ``_gone``."""
     from pyspark.sql import functions as F
 
@@ -60,7 +66,8 @@ def fk_changes(spark, t: WideTable, s: Source, inp: LeftJoinInput):
     return net.select(*t.primary_key, *fk, (F.col("_change_type") == "delete").alias("_gone"))
 
 
-def update_index(spark, uri: str, t: WideTable, s: Source, changes, types: dict) -> None:
+def update_index(spark: SparkSession, uri: str, t: WideTable, s: Source, changes: DataFrame,
+                 types: dict[str, DataType]) -> None:
     """Point each changed wide key at its new fk; forget keys that are gone or whose fk is null."""
     fk = list(s.on)
     ddl = ", ".join(f"`{c}` {types[c].simpleString()}" for c in (*t.primary_key, *fk))
@@ -69,7 +76,7 @@ def update_index(spark, uri: str, t: WideTable, s: Source, changes, types: dict)
     kept = {c: f"s.`{c}`" for c in (*t.primary_key, *fk)}
 
     @retry_on_conflict
-    def _merge():
+    def _merge() -> None:
         merge_into(spark, uri, changes, _on(t.primary_key),
                    f"WHEN MATCHED AND ({dropped}) THEN DELETE",
                    "WHEN MATCHED THEN UPDATE SET " + assignments(kept),
@@ -78,7 +85,8 @@ def update_index(spark, uri: str, t: WideTable, s: Source, changes, types: dict)
     _merge()
 
 
-def recompute(spark, t: WideTable, s: Source, inp: LeftJoinInput, index: str, changes, types: dict):
+def recompute(spark: SparkSession, t: WideTable, s: Source, inp: LeftJoinInput, index: str, changes: DataFrame | None,
+              types: dict[str, DataType]) -> DataFrame | None:
     """The wide rows to rewrite (key + this join's columns), or ``None`` when nothing changed."""
     from pyspark.sql import functions as F
 
@@ -110,7 +118,7 @@ def recompute(spark, t: WideTable, s: Source, inp: LeftJoinInput, index: str, ch
     return _unique_matches(t, s, inp, affected.join(right, fk, "left")).select(*t.primary_key, *s.columns)
 
 
-def _unique_matches(t: WideTable, s: Source, inp: LeftJoinInput, joined):
+def _unique_matches(t: WideTable, s: Source, inp: LeftJoinInput, joined: DataFrame) -> DataFrame:
     """Fail the join's MERGE when a wide row matched several right rows: the right side's key is not
     unique, so the row's columns would come from whichever one won. Checked on the rows being
     rewritten (a key becomes ambiguous in the run that writes its second row, which rewrites every
@@ -127,7 +135,7 @@ def _unique_matches(t: WideTable, s: Source, inp: LeftJoinInput, joined):
         f"key on its right side ({list(s.on.values())}), or a wide row would take its columns from any of them."))
 
 
-def merge_joined(spark, uri: str, t: WideTable, s: Source, rows) -> None:
+def merge_joined(spark: SparkSession, uri: str, t: WideTable, s: Source, rows: DataFrame) -> None:
     """Write the recomputed joined columns into existing wide rows, only where they differ."""
     differs = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in s.columns)
     merge_into(spark, uri, rows, _on(t.primary_key),
