@@ -142,7 +142,7 @@ class AirflowStandalone:
 
     def extra_links(self, dag_id: str, run_id: str, task_id: str) -> dict[str, str | None]:
         """name -> URL of a task's extra links, as the UI shows them."""
-        return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/links")
+        return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/links")["extra_links"]
 
     def openlineage_events(self) -> list[dict[str, Any]]:
         """Every OpenLineage event the instance's tasks emitted so far."""
