@@ -154,7 +154,7 @@ def test_a_date_older_than_the_newest_is_refused(spark, recorded, tmp_path, date
     source = str(tmp_path / "source")
     write_parquet(spark, source, [(9, "new", "row")], SCHEMA)
     error = refused(spark, recorded, {"format": "parquet", "path": source}, date=date)
-    assert error["type"] == "ConfigError"
+    assert error["type"] == "PastDateRefusedError" and error["category"] == "config"
     assert "older than the newest" in error["message"] and "restore" in error["message"]
     assert_unchanged(spark, recorded)
 

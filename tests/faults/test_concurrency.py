@@ -151,7 +151,7 @@ def test_an_earlier_date_overtaken_by_a_later_one(spark, warehouse, tmp_path, mo
     earlier.join(300)
     lost = outcome["r"]
     # Not a retryable conflict: its retries would all be refused as older than 01-10.
-    assert lost["status"] == "failed" and lost["error"]["type"] == "ConfigError", lost
+    assert lost["status"] == "failed" and lost["error"]["type"] == "PastDateRefusedError", lost
     assert not lost["error"]["retryable"] and 'on_past_date="rebuild"' in lost["error"]["message"]
     assert "2026-01-10" in lost["error"]["message"]
     # What it says to do records the date in order.
