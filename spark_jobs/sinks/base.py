@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Sequence
 
 from spark_jobs.errors import ConfigError, DestinationError
 from spark_jobs.sinks.batch import ChangeBatch, ChangeRecord  # ChangeRecord: part of the sink protocol
-from spark_jobs.sinks.options import SinkOptions
+from spark_jobs.contract.destinations import SinkOptions
 
 from spark_jobs.errors import RetryableError  # noqa: F401  (part of the sink protocol, for sink authors)
 
@@ -125,7 +125,7 @@ class Sink:
     still *declare* them so (``max_parallelism = 1``), which then becomes its capabilities.
 
     Options: building a sink parses the destination dict into ``options_class`` (see
-    :mod:`spark_jobs.sinks.options`), which happens on the Spark driver before anything is sent, so
+    :mod:`spark_jobs.contract.destinations`), which happens on the Spark driver before anything is sent, so
     a misspelt or mistyped option fails the sync up front. A sink that declares no options class (a
     third-party sink from before typed options) keeps reading ``config.options`` as it always did;
     its options cannot be checked, since nothing says which it reads, and ``options`` is None.

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
+from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.sinks.base import Rejected, Retry, Sink
 from spark_jobs.sinks.batch import ChangeBatch
 from spark_jobs.errors import DestinationError, DestinationUnreachableError, RetryableError
@@ -39,17 +40,6 @@ OUTCOME_DDL = "kind STRING, op STRING, change STRING, key STRING, error STRING, 
 OUTCOME_COLUMNS = ("kind", "op", "change", "key", "error", "attempts", "stats")
 #: Reject rows buffered before they are yielded as one Arrow batch.
 OUTCOME_BATCH = 10_000
-
-
-@dataclass(frozen=True)
-class DeliveryPolicy:
-    batch_size: int = 500
-    max_attempts: int = 6
-    backoff_initial: float = 0.5
-    backoff_max: float = 30.0
-    progress_every: float = 10.0  # seconds between progress lines in the log
-    concurrency: int = 1  # batches in flight at once inside one partition
-    rate_limit: float | None = None  # records per second for this partition (the sync splits its own)
 
 
 @dataclass
@@ -345,7 +335,7 @@ def deliver_partition(
     started = last_report = time.monotonic()
     refused: list[tuple] = []
     try:
-        batches = chunks(arrow_batches, policy.batch_size, key_fields, fields)
+        batches = chunks(arrow_batches, policy.size, key_fields, fields)
         for rejects in _sent_batches(batches, lanes, policy, limiter):
             for op, change, ident, reason, attempts in rejects:
                 refused.append(("reject", op, change, ident, str(reason)[:2000], attempts, None))

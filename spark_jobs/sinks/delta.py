@@ -22,14 +22,14 @@ commit as the rows (a Parquet target is rewritten with it).
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import asdict
+from typing import Any
 
 from spark_jobs.delta.fs import delete, exists, rename
 from spark_jobs.sinks.base import FrameSink
 from spark_jobs.sinks.core import Stats
-from spark_jobs.sinks.options import option
-from spark_jobs.sinks.schema import SchemaEvolutionOptions, new_fields
+from spark_jobs.contract.destinations import DeltaOptions
+from spark_jobs.sinks.schema import new_fields
 
 
 #: Delta's schema evolution for MERGE: assignments to columns the table lacks add them.
@@ -41,12 +41,6 @@ def _session():
     from spark_jobs.session import current_session
 
     return current_session()
-
-
-@dataclass(frozen=True, kw_only=True)
-class DeltaOptions(SchemaEvolutionOptions):
-    path: str = option("where the table is published: any URI Spark can write")
-    format: Literal["delta", "parquet"] = option("the table format", "delta")
 
 
 class DeltaSink(FrameSink):

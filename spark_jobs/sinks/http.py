@@ -39,13 +39,12 @@ from __future__ import annotations
 import email.utils
 import http.client
 import time
-from dataclasses import dataclass
 from typing import Sequence
 from urllib.parse import urljoin, urlsplit
 
 from spark_jobs.errors import ConfigError, DestinationError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities
-from spark_jobs.sinks.options import SinkOptions, option
+from spark_jobs.contract.destinations import HttpOptions
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 FATAL_STATUSES = frozenset({401, 403, 404, 405})
@@ -94,18 +93,6 @@ def retry_after(value: str | None) -> float | None:
     except ValueError:
         parsed = email.utils.parsedate_to_datetime(value)
         return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
-
-
-@dataclass(frozen=True, kw_only=True)
-class HttpOptions(SinkOptions):
-    url: str | None = option("the full URL batches are sent to", None)
-    endpoint: str | None = option("path joined to the HTTP connection's base URL (instead of url)", None)
-    method: str = option("HTTP method", "POST")
-    headers: dict[str, str] | None = option("non-secret headers (secret ones belong in the connection)", None)
-    timeout: float | list[float] = option("seconds to wait for the server, or [connect, read]", 30.0)
-    record_errors: str | list[str] = option("body fields holding per-record errors ([] turns parsing off)",
-                                            factory=lambda: ["errors", "results"])
-    verify: bool | str = option("verify TLS certificates (or the path of a CA bundle)", True)
 
 
 class HttpSink(Sink):

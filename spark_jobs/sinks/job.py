@@ -55,9 +55,10 @@ from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets
 from spark_jobs.delta.lake import commit_metadata, latest_version, table_history
 from spark_jobs.sinks import resolve_sink
-from spark_jobs.sinks.base import FrameSink, SinkConfig
+from spark_jobs.sinks.base import FrameSink, Sink, SinkConfig
 from spark_jobs.sinks.batch import with_json
-from spark_jobs.sinks.core import OUTCOME_DDL, DeliveryPolicy, Stats, deliver_partition
+from spark_jobs.contract.destinations import DeliveryPolicy
+from spark_jobs.sinks.core import OUTCOME_DDL, Stats, deliver_partition
 from spark_jobs.delta.row_hash import read_table
 
 #: The operation that re-sends a ledger row that still exists at the target version.
@@ -119,22 +120,15 @@ def destination_label(destination: dict[str, Any]) -> str:
     return f"{destination.get('type')}:{target}"
 
 
-def _delivery_policy(spec: SinkSpec, sink_cls, running_at_once: Callable[[], int]) -> DeliveryPolicy:
-    """The spec's ``delivery`` settings with the sink's defaults; a sync-wide ``rate_limit`` is split
-    over the partitions that run at once (``running_at_once``, asked only then: it runs Spark jobs)."""
-    options = {k: v for k, v in spec.delivery.items() if v is not None}
-    unknown = set(options) - set(DeliveryPolicy.__dataclass_fields__)
-    if unknown:
-        raise ConfigError(f"Unknown delivery option(s) {sorted(unknown)}; "
-                          f"known: {sorted(DeliveryPolicy.__dataclass_fields__)}")
-    options.setdefault("batch_size", sink_cls.batch_size)
-    concurrency = int(options.get("concurrency", 1))
-    if concurrency < 1:
-        raise ConfigError(f"delivery concurrency must be at least 1, got {concurrency}")
-    options["concurrency"] = min(concurrency, sink_cls.max_concurrency or concurrency)
-    if options.get("rate_limit"):
-        options["rate_limit"] = float(options["rate_limit"]) / max(1, running_at_once())
-    return DeliveryPolicy(**options)
+def _delivery_policy(spec: SinkSpec, sink_cls: type[Sink], running_at_once: Callable[[], int]) -> DeliveryPolicy:
+    """The spec's ``delivery`` (checked with the spec) resolved against the sink: its batch size
+    when none is given, at most its concurrency, and a sync-wide ``rate_limit`` split over the
+    partitions that run at once (``running_at_once``, asked only then: it runs Spark jobs)."""
+    policy = spec.delivery
+    concurrency = min(policy.concurrency, sink_cls.max_concurrency or policy.concurrency)
+    rate_limit = policy.rate_limit / max(1, running_at_once()) if policy.rate_limit else None
+    return replace(policy, batch_size=policy.batch_size or sink_cls.batch_size, concurrency=concurrency,
+                   rate_limit=rate_limit)
 
 
 def _partitions_running_at_once(spark, frame) -> int:

@@ -47,13 +47,12 @@ missing topic; by default a missing topic is an error), ``flush_timeout``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from spark_jobs.errors import DestinationError, RetryableError
 from spark_jobs.kafka_clients import client_config
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities
-from spark_jobs.sinks.options import SinkOptions, option
+from spark_jobs.contract.destinations import KafkaOptions
 
 PRODUCER_DEFAULTS = {
     "acks": "all",
@@ -70,16 +69,6 @@ PRODUCER_DEFAULTS = {
     # failures are all reported by the time flush() returns.
     "delivery.report.only.error": True,
 }
-
-
-@dataclass(frozen=True, kw_only=True)
-class KafkaOptions(SinkOptions):
-    topic: str = option("the topic the changes are published to")
-    bootstrap_servers: str | None = option("the brokers (host:port,…), when the connection names none", None)
-    producer_config: dict[str, Any] | None = option("non-secret librdkafka producer settings", None)
-    create_topic: bool | dict[str, Any] = option("create a missing topic: true, or {partitions, replication_factor, "
-                                                 "config}", False)
-    flush_timeout: float = option("seconds to wait for a batch's acknowledgements", 60.0)
 
 
 class KafkaSink(Sink):

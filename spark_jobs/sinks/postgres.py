@@ -46,14 +46,13 @@ import io
 import json
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 from spark_jobs.errors import ConfigError, DestinationError, DestinationUnreachableError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities
 from spark_jobs.sinks.batch import ChangeBatch
-from spark_jobs.sinks.options import option
-from spark_jobs.sinks.sql import Column, SqlOptions, SqlSink, column_list, equal, insert, quote, spark_family
+from spark_jobs.contract.destinations import PostgresOptions
+from spark_jobs.sinks.sql import Column, SqlSink, column_list, equal, insert, quote, spark_family
 
 #: libpq parameters an Airflow Postgres connection's extras may carry; other extras (cursor, iam…)
 #: are Airflow's own and not for the driver.
@@ -215,12 +214,6 @@ def _transient(exc: BaseException) -> bool:
 def _record_fault(state: str) -> bool:
     """The SQLSTATE belongs to individual records (see RECORD_CLASSES)."""
     return state[:2] in RECORD_CLASSES or state in RECORD_CODES
-
-
-@dataclass(frozen=True, kw_only=True)
-class PostgresOptions(SqlOptions):
-    table: str = option("the destination table: table, or schema.table")
-    database: str | None = option("the database, when the connection names none", None)
 
 
 class PostgresSink(SqlSink):

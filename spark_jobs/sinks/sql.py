@@ -23,8 +23,8 @@ from typing import Any, Callable, ClassVar, Iterable
 
 from spark_jobs.errors import DestinationError
 from spark_jobs.sinks.base import Sink
-from spark_jobs.sinks.options import option
-from spark_jobs.sinks.schema import SchemaEvolutionOptions, new_fields
+from spark_jobs.contract.destinations import SqlOptions
+from spark_jobs.sinks.schema import new_fields
 
 #: The column type a sink gives each Spark type when it creates the table, per dialect; ``{params}``
 #: keeps a decimal's precision and scale. Spark types not listed (arrays, maps, structs, intervals)
@@ -92,13 +92,6 @@ class Column:
     type: str
     nullable: bool = True
     has_default: bool = False
-
-
-@dataclass(frozen=True, kw_only=True)
-class SqlOptions(SchemaEvolutionOptions):
-    table: str = option("the destination table")
-    create_table: bool = option("create the table from the change set's schema, key as PRIMARY KEY, when it "
-                                "is missing", True)
 
 
 class SqlSink(Sink):

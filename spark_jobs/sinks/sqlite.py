@@ -31,14 +31,13 @@ import math
 import os
 import sqlite3
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterator, Sequence
 
 from spark_jobs.errors import DestinationError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities
-from spark_jobs.sinks.options import option
-from spark_jobs.sinks.sql import Column, SqlOptions, SqlSink, column_type, equal, insert, spark_family
+from spark_jobs.contract.destinations import SqliteOptions
+from spark_jobs.sinks.sql import Column, SqlSink, column_type, equal, insert, spark_family
 
 
 def _adapt(value: Any) -> Any:
@@ -77,11 +76,6 @@ def accepts(declared: str, spark_type: str) -> bool:
     numbers = ("INTEGER", "REAL")
     return (held in ("BLOB", "NUMERIC") or held == sent
             or held in numbers and (sent in numbers or spark_family(spark_type) == "decimal"))
-
-
-@dataclass(frozen=True, kw_only=True)
-class SqliteOptions(SqlOptions):
-    database: str = option("path of the database file (created when missing)")
 
 
 class SqliteSink(SqlSink):
