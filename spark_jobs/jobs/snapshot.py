@@ -18,7 +18,7 @@ Change Data Feed fast path (design 4.1): when the source is a Delta table with C
 (``{"format": "delta", "path": ..., "cdf": true}``, or CDF found on the source unless ``"cdf": false``),
 every commit also records the source version it read (``source_version``). The next run then reads
 only the source's changes since that version, collapses them to one net change per key
-(:func:`spark_jobs.jobs.diff.net_changes`) and MERGEs those, so its cost grows with the number of changes
+(:func:`spark_jobs.delta.change_sets.net_changes`) and MERGEs those, so its cost grows with the number of changes
 rather than with the table size. It is the same single commit with the same metadata as a full
 extract and yields the same table. Its key check looks at the changed rows only: the table was
 checked when it was recorded, so a key can only turn null or duplicate through a change (the changed
@@ -36,14 +36,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs import crashpoints
 from spark_jobs.jobs import rebuild
 from spark_jobs.sources import upsert_kafka
 from spark_jobs.delta.columns import CDF_COLUMNS, check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
-from spark_jobs.jobs.diff import AFTER_TYPES, BEFORE_TYPES, net_changes
+from spark_jobs.delta.change_sets import AFTER_TYPES, BEFORE_TYPES, net_changes
 from spark_jobs.errors import ConcurrentWriteError, ConfigError, SchemaDriftError, explain
 from spark_jobs.delta.keys import check_key_counts, check_primary_key, require_columns
 from spark_jobs.delta.lake import (
@@ -66,6 +66,9 @@ from spark_jobs.delta.row_hash import (
 from spark_jobs.sources.read import describe, read_source
 from spark_jobs.delta.timetravel import pin_delta_source, recorded_for, recorded_in
 
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -126,99 +129,164 @@ def _refuse_far_future(spec: SnapshotSpec) -> None:
             "typo. Nothing was written. If it is meant, pass a future_margin_s that reaches it.")
 
 
-def _record(spark, spec: SnapshotSpec) -> SnapshotResult:
-    wh = spec.lake
-    name, rel = spec.name, spec.rel
-    uri = wh.uri(rel)
-    key = spec.primary_key
-    logical_date = spec.logical_date
-    source = spec.source
-    # the one read of the table's log before writing (None: no table)
-    entries = require_intact(table_history(spark, uri), uri)
-    exists = entries is not None
-    rebuilding: dict[str, Any] | None = None  # the replay plan when this run inserts a past date
-    # Recorded dates first: a re-run reads nothing, and a past date is refused before the source
-    # is even looked at (its own history may not reach back that far). Dates are compared as
-    # instants: the same instant spelt another way is a re-run, not a new date.
-    if entries is not None and logical_date:
-        recorded = recorded_in(entries)
-        entry = recorded_for(recorded, logical_date)
-        if entry is not None:
-            if entry["metadata"].get("source_version") is not None:
-                source = {**source, "version": entry["metadata"]["source_version"]}
-            replayed = rebuild.finish(spark, spec, uri, entry, _merge) if "rebuild" in entry["metadata"] else None
-            return _result(wh, rel, entry, source, reused=True, read=None, replayed=replayed)
-        newest = max(recorded, key=parse_logical_date, default=None)
-        if newest and parse_logical_date(logical_date) < parse_logical_date(newest):
-            if spec.on_past_date != "rebuild":
-                raise _past_date_refused(spec, newest, recorded[newest]["version"])
-            rebuilding = rebuild.start(spark, uri, recorded, spec)
+def _record(spark: SparkSession, spec: SnapshotSpec) -> SnapshotResult:
+    """One run, as the first of its read paths that applies: the date already recorded (nothing is
+    read), the source's Change Data Feed since the last run, a Kafka topic read on from the offsets
+    the last run recorded, else the full extract. A date older than the newest is refused or, with
+    ``on_past_date="rebuild"``, recorded by rebuilding the history forward (:mod:`spark_jobs.jobs.rebuild`)."""
+    uri = spec.lake.uri(spec.rel)
+    entries = require_intact(table_history(spark, uri), uri)  # the one read of the table's log before writing
+    reused = _reused_date(spark, spec, uri, entries)
+    if reused is not None:
+        return reused
+    run = _start(spark, spec, uri, entries, _past_date_plan(spark, spec, uri, entries))
+    return _change_data_feed(run) or _kafka_read_on(run) or _full_extract(run)
 
+
+@dataclass(frozen=True)
+class _Run:
+    """What a run that writes knows before it reads the source: the table's log as read (None: no
+    table), the rebuild plan of a past date, the source pinned (a Delta version, Kafka end offsets),
+    the commit's metadata and the version the commit must land on (-1: none yet)."""
+
+    spark: SparkSession
+    spec: SnapshotSpec
+    uri: str
+    entries: list[dict[str, Any]] | None
+    rebuilding: dict[str, Any] | None
+    source: dict[str, Any]
+    topic: upsert_kafka.TopicRead | None
+    metadata: dict[str, Any]
+    base: int
+
+    @property
+    def head(self) -> dict[str, Any] | None:
+        """The newest commit a fast path reads on from: never on a rebuild, whose restore has just
+        moved the head away from the entries read."""
+        return self.entries[0] if self.entries is not None and self.rebuilding is None else None
+
+    def result(self, entry: dict[str, Any], read: str | None, replayed: dict[str, int] | None = None,
+               source_ref: dict[str, Any] | None = None) -> SnapshotResult:
+        return _result(self.spec.lake, self.spec.rel, entry, self.source, reused=False, read=read,
+                       replayed=replayed, source_ref=source_ref)
+
+
+def _reused_date(spark: SparkSession, spec: SnapshotSpec, uri: str,
+                 entries: list[dict[str, Any]] | None) -> SnapshotResult | None:
+    """The version already recorded for the spec's date (compared as instants: the same instant spelt
+    another way is a re-run), finishing a rebuild it started; None when the date is new. A re-run
+    reads nothing."""
+    if entries is None or not spec.logical_date:
+        return None
+    entry = recorded_for(recorded_in(entries), spec.logical_date)
+    if entry is None:
+        return None
+    source = spec.source
+    if entry["metadata"].get("source_version") is not None:
+        source = {**source, "version": entry["metadata"]["source_version"]}
+    replayed = rebuild.finish(spark, spec, uri, entry, _merge) if "rebuild" in entry["metadata"] else None
+    return _result(spec.lake, spec.rel, entry, source, reused=True, read=None, replayed=replayed)
+
+
+def _past_date_plan(spark: SparkSession, spec: SnapshotSpec, uri: str,
+                    entries: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """A date older than the newest recorded one: refused, or (``on_past_date="rebuild"``) the replay
+    plan of a rebuild, whose restore runs now. Checked before the source is even looked at (its own
+    history may not reach back that far). None: the date is the newest."""
+    if entries is None or not spec.logical_date:
+        return None
+    recorded = recorded_in(entries)
+    newest = max(recorded, key=parse_logical_date, default=None)
+    if not newest or parse_logical_date(spec.logical_date) >= parse_logical_date(newest):
+        return None
+    if spec.on_past_date != "rebuild":
+        raise _past_date_refused(spec, newest, recorded[newest]["version"])
+    return rebuild.start(spark, uri, recorded, spec)
+
+
+def _start(spark: SparkSession, spec: SnapshotSpec, uri: str, entries: list[dict[str, Any]] | None,
+           rebuilding: dict[str, Any] | None) -> _Run:
+    """Pin the source and write down what the commit will say."""
     _refuse_far_future(spec)
     # a Delta source is pinned to the exact version read: the result names it, the commit records it
-    source = pin_delta_source(spark, source, logical_date)
+    source = pin_delta_source(spark, spec.source, spec.logical_date)
     # a Kafka source is fixed at the end offsets of its partitions now (spark_jobs.sources.upsert_kafka)
-    topic = upsert_kafka.fix({**source, "key": key}) if source.get("format") == "kafka" else None
-    metadata: dict[str, Any] = {
-        "job": "snapshot",
-        "logical_date": logical_date,
-        "run_id": spec.run_id,
-        "primary_key": key,
-        "source": describe(source),
-    }
+    topic = upsert_kafka.fix({**source, "key": spec.primary_key}) if source.get("format") == "kafka" else None
+    metadata: dict[str, Any] = {"job": "snapshot", "logical_date": spec.logical_date, "run_id": spec.run_id,
+                                "primary_key": spec.primary_key, "source": describe(source)}
     if source.get("format") == "delta" and source.get("version") is not None:
         metadata["source_version"] = int(source["version"])
     if topic is not None:
         metadata["source_offsets"] = topic.end_offsets()
     if rebuilding is not None:
         metadata["rebuild"] = rebuilding
-
-    # The version this run compares the source with (-1: none yet): its commit must land right on top
-    # of it. That is the head read above, unless a rebuild's restore has just moved it.
+    # The commit lands right on top of the head read above, unless a rebuild's restore has just moved it.
     if entries is None:
         base = -1
     else:
         base = latest_version(spark, uri) if rebuilding is not None else int(entries[0]["version"])
-    # the fast path applies the source's changes since the head's source version: never on a rebuild,
-    # whose restore just moved the head away from the entries read above
-    partition_by = spec.partition_by
-    if exists and partition_by:
-        check_layout(spark, uri, partition_by, f"Snapshot {name}")
-    since = _cdf_since(spark, uri, source, key, entries[0]) if entries is not None and rebuilding is None else None
-    if entries is not None and since is not None:
-        with on_top_of(spark, base):
-            entry = _apply_source_changes(spark, uri, source, key, name, since,
-                                          int(entries[0]["metadata"]["rows"]), metadata, base, partition_by)
-        return _result(wh, rel, entry, source, reused=False, read="change_data_feed")
-    # a Kafka source reads on from the offsets the head recorded, unless it replays the whole topic
-    read_on = (upsert_kafka.read_on(spark, uri, topic, key, entries[0])
-               if topic is not None and entries is not None and rebuilding is None else None)
-    if entries is not None and read_on is not None:
-        with on_top_of(spark, base):
-            entry = upsert_kafka.apply(spark, uri, read_on, key, int(entries[0]["metadata"]["rows"]), metadata,
-                                       base, _record_if_unchanged)
-        return _result(wh, rel, entry, source, reused=False, read="kafka_offsets", source_ref=read_on.reference())
+    if entries is not None and spec.partition_by:
+        check_layout(spark, uri, spec.partition_by, f"Snapshot {spec.name}")
+    return _Run(spark, spec, uri, entries, rebuilding, source, topic, metadata, base)
 
-    df = upsert_kafka.table(spark, topic, key) if topic is not None else read_source(spark, source)
-    check_column_names(df.columns, f"Snapshot {name}")
-    if exists:
-        require_columns(df.columns, key, f"Snapshot {name}: primary key column(s)")
-        table_schema = read_table(spark, uri).schema
-        renames = pending_renames(spec.renames, table_schema.names, df.columns, f"Snapshot {name}")
-        df, added = _align_schema(table_schema, df, name, spec.allow_schema_evolution, renames)
-        # the key check and the change detection are one pass over the extract, before anything is written
-        changes, metadata["rows"] = _detect_changes(spark, uri, df, key, added, partition_by or [], renames,
-                                                    f"Snapshot {name}")
-        if renames:  # metadata-only commits of their own, before the snapshot's
-            base = apply_renames(spark, uri, renames, spec.run_id, base)
-        with commit_metadata(spark, metadata), on_top_of(spark, base):
-            entry = _merge(spark, uri, df, key, added, metadata, base, partition_by, changes=changes)
+
+def _change_data_feed(run: _Run) -> SnapshotResult | None:
+    """The fast path of a Delta source with Change Data Feed (the module docstring); None when it
+    does not apply."""
+    head = run.head
+    since = _cdf_since(run.spark, run.uri, run.source, run.spec.primary_key, head) if head is not None else None
+    if head is None or since is None:
+        return None
+    with on_top_of(run.spark, run.base):
+        entry = _apply_source_changes(run.spark, run.uri, run.source, run.spec.primary_key, run.spec.name, since,
+                                      int(head["metadata"]["rows"]), run.metadata, run.base, run.spec.partition_by)
+    return run.result(entry, "change_data_feed")
+
+
+def _kafka_read_on(run: _Run) -> SnapshotResult | None:
+    """A Kafka source read on from the offsets the head recorded; None when it replays the whole
+    topic (first run, another topic, ``full_reread``) or is no Kafka source."""
+    head, key = run.head, run.spec.primary_key
+    read_on = upsert_kafka.read_on(run.spark, run.uri, run.topic, key, head) if run.topic is not None and head else None
+    if head is None or read_on is None:
+        return None
+    with on_top_of(run.spark, run.base):
+        entry = upsert_kafka.apply(run.spark, run.uri, read_on, key, int(head["metadata"]["rows"]), run.metadata,
+                                   run.base, _record_if_unchanged)
+    return run.result(entry, "kafka_offsets", source_ref=read_on.reference())
+
+
+def _full_extract(run: _Run) -> SnapshotResult:
+    """Read the whole source and write it as the table's first version or MERGE it into the table;
+    then replay the later dates of a rebuild."""
+    spark, spec = run.spark, run.spec
+    topic = run.topic
+    df = upsert_kafka.table(spark, topic, spec.primary_key) if topic is not None else read_source(spark, run.source)
+    check_column_names(df.columns, f"Snapshot {spec.name}")
+    if run.entries is not None:
+        entry = _merge_extract(run, df)
     else:
-        _write_first(spark, uri, df, key, name, metadata, partition_by)
-        entry = _own_commit(spark, uri, metadata, base)
-    replayed = rebuild.finish(spark, spec, uri, entry, _merge) if rebuilding is not None else None
-    return _result(wh, rel, entry, source, reused=False, replayed=replayed,
-                   source_ref=topic.reference() if topic is not None else None)
+        _write_first(spark, run.uri, df, spec.primary_key, spec.name, run.metadata, spec.partition_by)
+        entry = _own_commit(spark, run.uri, run.metadata, run.base)
+    replayed = rebuild.finish(spark, spec, run.uri, entry, _merge) if run.rebuilding is not None else None
+    return run.result(entry, "full_extract", replayed=replayed,
+                      source_ref=run.topic.reference() if run.topic is not None else None)
+
+
+def _merge_extract(run: _Run, df: DataFrame) -> dict[str, Any]:
+    """MERGE the full extract into the table after the schema checks and renames; the key check and
+    the change detection are one pass over the extract, before anything is written."""
+    spark, spec, name, key, base = run.spark, run.spec, run.spec.name, run.spec.primary_key, run.base
+    require_columns(df.columns, key, f"Snapshot {name}: primary key column(s)")
+    table_schema = read_table(spark, run.uri).schema
+    renames = pending_renames(spec.renames, table_schema.names, df.columns, f"Snapshot {name}")
+    df, added = _align_schema(table_schema, df, name, spec.allow_schema_evolution, renames)
+    changes, run.metadata["rows"] = _detect_changes(spark, run.uri, df, key, added, spec.partition_by, renames,
+                                                    f"Snapshot {name}")
+    if renames:  # metadata-only commits of their own, before the snapshot's
+        base = apply_renames(spark, run.uri, renames, spec.run_id, base)
+    with commit_metadata(spark, run.metadata), on_top_of(spark, base):
+        return _merge(spark, run.uri, df, key, added, run.metadata, base, spec.partition_by, changes=changes)
 
 
 def _write_first(spark, uri: str, df, key: list[str], name: str, metadata: dict[str, Any],

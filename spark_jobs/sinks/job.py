@@ -31,7 +31,7 @@ Around delivery:
   sent or committed.
 * Every run, failed ones included, appends a row to the run history (:mod:`spark_jobs.state.runs`).
 * ``keep_change_sets``: after its commit, a sync deletes the consumer's change sets of the table it
-  has committed past, but the newest few (:mod:`spark_jobs.jobs.retention`).
+  has committed past, but the newest few (:mod:`spark_jobs.state.pruning`).
 """
 
 from __future__ import annotations
@@ -46,10 +46,10 @@ from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from spark_jobs import crashpoints, errors, progress
-from spark_jobs.jobs import retention
 from spark_jobs.state import consumers, rejects, runs
+from spark_jobs.state.pruning import prune_change_sets
 from spark_jobs.delta.columns import SYNC_COLUMNS, data_columns
-from spark_jobs.jobs.diff import COUNTED
+from spark_jobs.delta.change_sets import COUNTED
 from spark_jobs.errors import ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets
@@ -336,7 +336,7 @@ def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str
             restored = _restore_committed_rows(spark, wh, spec, ops, sink, config, policy)
             raise StaleCommitError(f"{exc} {restored}") from None
         committed = True
-        retention.prune_change_sets(wh, spec.table, spec.consumer, spec.to_version, spec.keep_change_sets)
+        prune_change_sets(wh, spec.table, spec.consumer, spec.to_version, spec.keep_change_sets)
     progress_so_far["committed"] = committed
     # delivery_s: wall time of the delivery itself (reading the operations, sending, acknowledgements),
     # without the planning, ledger, commit and run history around it.
