@@ -227,6 +227,30 @@ class SinkSpec(JobSpec):
     # consumed change sets of this (consumer, table) kept after a successful sync, newest first
     keep_change_sets: int = option(DEFAULT_KEEP_CHANGE_SETS, count)
 
+    def validate(self) -> None:
+        _check_distinct_fields(list(self.field_mapping.values()), self.constants)
+
+    def destination_fields(self, columns: list[str]) -> dict[str, str]:
+        """``{change-set column: destination field}`` of the columns a sync sends (``columns``: the
+        change set's data columns). With a ``field_mapping`` only the mapped columns go, plus the
+        key under its mapped name or its own; without one every column goes under its own name."""
+        mapping = dict(self.field_mapping) if self.field_mapping else {c: c for c in columns}
+        unknown = [c for c in mapping if c not in columns]
+        if unknown:
+            raise ConfigError(f"field_mapping names source column(s) {unknown} that the change set lacks; "
+                              f"its columns are {columns}")
+        for k in self.primary_key:
+            mapping.setdefault(k, k)
+        _check_distinct_fields(list(mapping.values()), self.constants)
+        return mapping
+
+
+def _check_distinct_fields(targets: list[str], constants: dict[str, Any]) -> None:
+    """Each destination field gets one value: from one column, or from one constant."""
+    clashes = sorted({t for t in targets if targets.count(t) > 1} | (set(constants) & set(targets)))
+    if clashes:
+        raise ConfigError(f"Destination field(s) {clashes} are mapped more than once (field_mapping/constants)")
+
 
 def change_set_fields(diff_result: dict[str, Any]) -> dict[str, Any]:
     """The :class:`SinkSpec` fields that a diff's result (its XCom) gives: the change set, its table,
