@@ -68,12 +68,13 @@ from spark_jobs.delta.timetravel import pin_delta_source, recorded_for, recorded
 
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
 
-def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
+def run_snapshot(spark: SparkSession, spec: SnapshotSpec) -> SnapshotResult:
     """Record the source as one new version for the spec's logical date (or return the version
     already recorded for it). A run that loses a commit race to the run of a *later* date fails with
     the error its retry would meet — this date is now in the past — instead of a retryable conflict
@@ -90,7 +91,7 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
         raise overtaken from exc
 
 
-def _overtaken(spark, spec: SnapshotSpec) -> ConfigError | None:
+def _overtaken(spark: SparkSession, spec: SnapshotSpec) -> ConfigError | None:
     """The refusal of this run's date when a later date was recorded while it ran, else None."""
     if not spec.logical_date or spec.on_past_date == "rebuild":
         return None
@@ -289,7 +290,7 @@ def _merge_extract(run: _Run, df: DataFrame) -> dict[str, Any]:
         return _merge(spark, run.uri, df, key, added, run.metadata, base, spec.partition_by, changes=changes)
 
 
-def _write_first(spark, uri: str, df, key: list[str], name: str, metadata: dict[str, Any],
+def _write_first(spark: SparkSession, uri: str, df: DataFrame, key: list[str], name: str, metadata: dict[str, Any],
                  partition_by: list[str] | None) -> None:
     """Write the table's first version, each row with its hash (:mod:`spark_jobs.delta.row_hash`): the key
     check and the write both read the extract, so it is cached for the two passes."""
@@ -312,7 +313,7 @@ def _write_first(spark, uri: str, df, key: list[str], name: str, metadata: dict[
         df.unpersist()
 
 
-def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict[str, Any],
+def _merge(spark: SparkSession, uri: str, df: DataFrame, key: list[str], added: list[str], metadata: dict[str, Any],
            base: int, partition_by: list[str] | None = None, changes: Changes | None = None) -> dict[str, Any]:
     """MERGE the extract: update changed rows, insert new keys, delete vanished ones. ``added`` are
     columns new to the table (schema evolution): a row changes if it has a value there. With
@@ -372,8 +373,8 @@ class Changes:
     count: int
 
 
-def _detect_changes(spark, uri: str, df, key: list[str], added: list[str], partition_by: list[str],
-                    renames: dict[str, str], where: str) -> tuple[Changes, int]:
+def _detect_changes(spark: SparkSession, uri: str, df: DataFrame, key: list[str], added: list[str],
+                    partition_by: list[str], renames: dict[str, str], where: str) -> tuple[Changes, int]:
     """The key check and the change detection in one pass over the extract: fail on a null or
     duplicate key, else return the change rows (:func:`_changed_rows`) and the extract's row count.
 
@@ -397,8 +398,8 @@ def _detect_changes(spark, uri: str, df, key: list[str], added: list[str], parti
     return Changes(kept, int(totals["changed"] or 0)), rows
 
 
-def _changed_rows(table, df, key: list[str], added: list[str], partition_by: list[str],
-                  renames: dict[str, str]):
+def _changed_rows(table: DataFrame, df: DataFrame, key: list[str], added: list[str], partition_by: list[str],
+                  renames: dict[str, str]) -> DataFrame:
     """The extract's rows that differ from the ``table`` (new keys and changed rows), its rows whose key
     is not unique (``EXTRACT_ROWS`` > 1), plus one row per vanished key (``VANISHED`` true), from a
     full outer join on the key of the extract with the table's keys and row hashes. Each extract row
@@ -410,7 +411,7 @@ def _changed_rows(table, df, key: list[str], added: list[str], partition_by: lis
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    def col(name):
+    def col(name: str) -> Column:
         return F.col(f"`{name}`")
 
     keys = [col(c) for c in key]
@@ -432,7 +433,7 @@ def _changed_rows(table, df, key: list[str], added: list[str], partition_by: lis
                     F.col(EXTRACT_ROWS), *[F.col(PRIOR)] if partition_by else []))
 
 
-def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
+def _record_if_unchanged(spark: SparkSession, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
     """The history entry of this run's commit on top of ``base``, run inside
     :func:`~spark_jobs.delta.lake.on_top_of` ``base`` after the MERGE (or instead of it)."""
     own = committed_since(spark, uri, base, metadata["run_id"], f"snapshot table {uri}")
@@ -446,13 +447,14 @@ def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any], base: int) -
     return _own_commit(spark, uri, metadata, base)
 
 
-def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str], newest: dict[str, Any]) -> int | None:
+def _cdf_since(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str],
+               newest: dict[str, Any]) -> int | None:
     """The source version the table's ``newest`` commit recorded, if the fast path applies; else None."""
     wanted = source.get("cdf")
     if source.get("format") != "delta" or wanted is False or source.get("version") is None:
         return None
     path, version = source["path"], int(source["version"])
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+    (detail,) = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
     if str((detail["properties"] or {}).get("delta.enableChangeDataFeed", "")).lower() != "true":
         if wanted:
             raise ConfigError(f"Source {path!r} has no Change Data Feed (cdf: true); enable "
@@ -472,7 +474,7 @@ def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str], newest: 
     return since
 
 
-def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str], name: str, since: int,
+def _apply_source_changes(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str], name: str, since: int,
                           previous_rows: int, metadata: dict[str, Any], base: int,
                           partition_by: list[str]) -> dict[str, Any]:
     """The fast path: MERGE the source's net changes over (since, version] as one commit; returns its
@@ -523,7 +525,7 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
     return entry
 
 
-def _check_changed_keys(spark, uri: str, cdf, key: list[str], where: str) -> int:
+def _check_changed_keys(spark: SparkSession, uri: str, cdf: DataFrame, key: list[str], where: str) -> int:
     """Fail if a change leaves a null or duplicate key; return the change in the row count.
 
     The table holds each key at most once (it was checked when recorded), so per changed key the
@@ -541,7 +543,8 @@ def _check_changed_keys(spark, uri: str, cdf, key: list[str], where: str) -> int
     return int(totals["delta"] or 0)
 
 
-def _align_schema(table_schema, df, name: str, allow_evolution: bool, renames: dict[str, str]):
+def _align_schema(table_schema: StructType, df: DataFrame, name: str, allow_evolution: bool,
+                  renames: dict[str, str]) -> tuple[DataFrame, list[str]]:
     """Refuse schema drift unless allowed; when allowed, new columns are added and dropped columns
     become null (a snapshot records what the source has now). A changed type is always refused.
     The table's columns (``table_schema``) are compared under the names ``renames`` is about to give them."""
@@ -571,7 +574,7 @@ def _align_schema(table_schema, df, name: str, allow_evolution: bool, renames: d
     return df, added
 
 
-def _own_commit(spark, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
+def _own_commit(spark: SparkSession, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
     """The commit this run just made on top of version ``base``; another run's commit in its place is a
     :class:`~spark_jobs.errors.ConcurrentWriteError`."""
     own = committed_since(spark, uri, base, metadata["run_id"], f"snapshot table {uri}")

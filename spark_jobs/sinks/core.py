@@ -25,7 +25,7 @@ import time
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
@@ -33,6 +33,9 @@ from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.sinks.base import Outcome, Rejected, Retry, Sink
 from spark_jobs.sinks.batch import ChangeBatch
 from spark_jobs.errors import DestinationError, DestinationUnreachableError, RetryableError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger("airflow_reverse_etl.sink")
 
@@ -324,7 +327,7 @@ def _sent_batches(batches: Iterator[ChangeBatch], lanes: _Lanes, policy: Deliver
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _outcome_batch(rows: list[tuple]):
+def _outcome_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
     import pyarrow as pa
 
     columns = list(zip(*rows))

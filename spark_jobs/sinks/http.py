@@ -39,11 +39,11 @@ from __future__ import annotations
 import email.utils
 import http.client
 import time
-from typing import Sequence
+from typing import Any, Sequence
 from urllib.parse import urljoin, urlsplit
 
 from spark_jobs.errors import ConfigError, DestinationError, RetryableError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities, SinkConfig
 from spark_jobs.contract.destinations import HttpOptions
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -72,7 +72,7 @@ def connection_failure(exc: Exception) -> str:
     return "failed to connect"
 
 
-def _causes(exc: BaseException):
+def _causes(exc: BaseException) -> list[BaseException]:
     """``exc`` and what it wraps: requests and urllib3 pass the socket's error on as an argument."""
     seen: list[BaseException] = []
     pending: list[BaseException] = [exc]
@@ -101,7 +101,7 @@ class HttpSink(Sink):
     options_class = HttpOptions
     options: HttpOptions
 
-    def __init__(self, config):
+    def __init__(self, config: SinkConfig):
         super().__init__(config)
         options = self.options
         self.url = options.url or self._join(options.endpoint)
@@ -111,7 +111,7 @@ class HttpSink(Sink):
         self.timeout = tuple(options.timeout) if isinstance(options.timeout, list) else options.timeout
         fields = options.record_errors
         self.record_error_fields = [fields] if isinstance(fields, str) else fields
-        self.session = None
+        self.session: Any = None  # a requests.Session, opened per partition
 
     def _join(self, endpoint: str | None) -> str | None:
         conn = self.config.connection
@@ -183,7 +183,7 @@ class HttpSink(Sink):
             return [None] * len(records)
         return [Rejected(f"HTTP {status}: {response.text[:500]}")] * len(records)
 
-    def _send(self, body: bytes):
+    def _send(self, body: bytes) -> Any:
         """One request of ``body``, following only redirects that keep the method and the body (307,
         308) and only to the same origin, where the connection's credentials belong. Any other
         redirect is refused: requests would follow a 301/302/303 as a GET without the body, whose 2xx
@@ -206,7 +206,7 @@ class HttpSink(Sink):
         raise DestinationError(f"{self.method} {self.url} redirected more than {MAX_REDIRECTS} times "
                                f"(last to {url}); nothing of this batch was delivered")
 
-    def _record_errors(self, response, size: int) -> list[Outcome] | None:
+    def _record_errors(self, response: Any, size: int) -> list[Outcome] | None:
         """Outcomes from the body's per-record errors, or None when the body reports none."""
         if not self.record_error_fields or not response.content:
             return None

@@ -51,7 +51,7 @@ from typing import Any, Sequence
 
 from spark_jobs.errors import DestinationError, RetryableError
 from spark_jobs.kafka_clients import client_config
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities, SinkConfig
 from spark_jobs.contract.destinations import KafkaOptions
 
 PRODUCER_DEFAULTS = {
@@ -81,11 +81,11 @@ class KafkaSink(Sink):
     options_class = KafkaOptions
     options: KafkaOptions
 
-    def __init__(self, config):
+    def __init__(self, config: SinkConfig):
         super().__init__(config)
         self.topic = self.options.topic
         self.flush_timeout = self.options.flush_timeout
-        self.producer = None
+        self.producer: Any = None  # a confluent_kafka.Producer, opened per partition
         self.failed: list[tuple[bytes, Any]] = []
 
     def client_config(self) -> dict[str, Any]:
@@ -134,7 +134,7 @@ class KafkaSink(Sink):
             self.producer.flush(self.flush_timeout)
             self.producer = None
 
-    def _delivered(self, err, msg) -> None:
+    def _delivered(self, err: Any, msg: Any) -> None:
         if err is not None:
             self.failed.append((msg.key(), err))
 
@@ -172,7 +172,7 @@ class KafkaSink(Sink):
                 outcomes[i] = self._outcome(err, values[i])
         return outcomes
 
-    def _outcome(self, err, value: str | None) -> Outcome:
+    def _outcome(self, err: Any, value: str | None) -> Outcome:
         """A message the producer or the broker refused: the whole sync fails only when the producer
         itself is unusable (a fatal error); one record's problem is retried or rejected alone."""
         if err.fatal():

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable
 
 from spark_jobs.errors import DestinationError
-from spark_jobs.sinks.base import Sink
+from spark_jobs.sinks.base import Sink, SinkConfig
 from spark_jobs.contract.destinations import SqlOptions
 from spark_jobs.sinks.schema import new_fields
 
@@ -106,7 +106,7 @@ class SqlSink(Sink):
     schema_qualified: ClassVar[bool] = False
     options: SqlOptions
 
-    def __init__(self, config):
+    def __init__(self, config: SinkConfig):
         super().__init__(config)
         table = self.options.table
         schema, _, name = table.rpartition(".") if self.schema_qualified else ("", "", table)
@@ -127,7 +127,7 @@ class SqlSink(Sink):
         """A DB-API cursor on the driver whose statements are committed when the block ends."""
         raise NotImplementedError
 
-    def describe(self, cur) -> dict[str, Column]:
+    def describe(self, cur: Any) -> dict[str, Column]:
         """The table's columns in order; empty when the table does not exist."""
         raise NotImplementedError
 
@@ -135,7 +135,7 @@ class SqlSink(Sink):
         """Whether a column of ``column_type`` (as :meth:`describe` names it) takes ``spark_type`` values."""
         raise NotImplementedError
 
-    def check_table(self, cur, columns: dict[str, Column], schema: dict[str, str]) -> None:
+    def check_table(self, cur: Any, columns: dict[str, Column], schema: dict[str, str]) -> None:
         """Checks only this dialect needs, after the shared ones (unique indexes)."""
 
     # --- driver side --------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from functools import cached_property
 from typing import Any, Iterator, Sequence
 
 from spark_jobs.errors import DestinationError, RetryableError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities, SinkConfig
 from spark_jobs.contract.destinations import SqliteOptions
 from spark_jobs.sinks.sql import Column, SqlSink, column_type, equal, insert, spark_family
 
@@ -86,7 +86,7 @@ class SqliteSink(SqlSink):
     options_class = SqliteOptions
     options: SqliteOptions
 
-    def __init__(self, config):
+    def __init__(self, config: SinkConfig):
         super().__init__(config)
         self.database = self.options.database
         self.conn: sqlite3.Connection | None = None
@@ -106,7 +106,7 @@ class SqliteSink(SqlSink):
         finally:
             conn.close()
 
-    def describe(self, cur) -> dict[str, Column]:
+    def describe(self, cur: Any) -> dict[str, Column]:
         return {name: Column(kind.lower(), nullable=not notnull, has_default=default is not None)
                 for _, name, kind, notnull, default, _ in cur.execute(f"PRAGMA table_info({self.target})")}
 
