@@ -94,7 +94,7 @@ class KafkaSink(Sink):
 
     # --- driver side --------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient(self.client_config())
@@ -118,7 +118,7 @@ class KafkaSink(Sink):
             try:
                 future.result(timeout=30)
             except KafkaException as exc:
-                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # created meanwhile: fine
                     raise DestinationError(f"Cannot create Kafka topic {self.topic!r}: {exc}") from exc
 
     # --- executor side ------------------------------------------------------------------------

@@ -78,6 +78,12 @@ def accepts(declared: str, spark_type: str) -> bool:
             or held in numbers and (sent in numbers or spark_family(spark_type) == "decimal"))
 
 
+def _busy(exc: sqlite3.Error) -> bool:
+    """Another connection holds the database (SQLITE_BUSY, SQLITE_LOCKED and their extended codes):
+    the batch may go through a moment later."""
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 class SqliteSink(SqlSink):
     name = "sqlite"
     capabilities = SinkCapabilities(max_parallelism=1)  # one writer per database file
@@ -151,7 +157,7 @@ class SqliteSink(SqlSink):
             self._run(statements)
             return [None] * len(records)
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
+            if _busy(exc):
                 raise RetryableError(f"SQLite database is busy: {exc}") from exc
             raise DestinationError(f"SQLite refused the batch for table {self.table!r}: {exc}") from exc
         except (sqlite3.IntegrityError, sqlite3.DataError):
