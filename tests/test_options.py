@@ -9,6 +9,9 @@ from typing import Any, Callable
 
 import pytest
 
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError
+from airflow_reverse_etl.operators.sink import SinkOperator
+from airflow_reverse_etl.operators.widen import WidenTableOperator
 from spark_jobs.contract import SinkSpec, WidenSpec
 from spark_jobs.contract.wide_table import parse as parse_wide_table
 from spark_jobs.errors import ConfigError
@@ -129,3 +132,17 @@ def test_a_templated_value_waits_for_run_time_but_a_literal_one_is_checked_at_pa
                           delivery={"concurrency": "{% if x %}2{% endif %}"})
     with pytest.raises(ConfigError, match="delivery: concurrency=0 is not allowed; expected an integer >= 1"):
         SinkSpec.check_static(delivery={"concurrency": 0})
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: SinkOperator(task_id="s", changes={"changes": "c"}, destination={**SQLITE, "tabel": "x"}),
+     "The sqlite destination: unknown option(s) ['tabel'] (did you mean 'table'?)"),
+    (lambda: SinkOperator(task_id="s", changes={"changes": "c"}, destination=SQLITE, delivery={"concurrency": 0}),
+     "delivery: concurrency=0 is not allowed; expected an integer >= 1"),
+    (lambda: WidenTableOperator(task_id="w", wide_table={**WIDE, "ignore_delete": "maybe"}),
+     "Wide table w: ignore_delete='maybe' is not allowed; expected true or false"),
+], ids=["sink options", "delivery policy", "wide table"])
+def test_operators_refuse_bad_options_when_the_dag_is_parsed(build, message):
+    with pytest.raises(ReverseEtlConfigError) as refused:
+        build()
+    assert str(refused.value).startswith(message)
