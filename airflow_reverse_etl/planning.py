@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 from spark_jobs.contract.wide_table import WideTable, parse
 
 if TYPE_CHECKING:
+    from airflow.sdk import TaskGroup
+
     from airflow_reverse_etl.operators.base import ReverseEtlJobOperator
 
 SNAPSHOT, FULL_JOIN, LEFT_JOIN, PUBLISH = 1, 2, 3, 4
@@ -45,12 +47,20 @@ def plan(t: WideTable, snapshots: list[str], publish: bool) -> list[PlannedTask]
     ``snapshots`` names the sources that get a snapshot task (the others are read at their latest
     version); ``publish`` adds the publication step.
     """
-    queue: list[tuple[int, int, PlannedTask]] = []
+    return _taken_in_order(_queued(t, snapshots, publish))
+
+
+Queue = list[tuple[int, int, PlannedTask]]
+
+
+def _queued(t: WideTable, snapshots: list[str], publish: bool) -> Queue:
+    """Every task of the wide table in a priority queue, each knowing the snapshot tasks it reads."""
+    queue: Queue = []
 
     def push(task: PlannedTask) -> None:
         heapq.heappush(queue, (task.priority, len(queue), task))
 
-    def leaves(names) -> tuple[str, ...]:
+    def leaves(names: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(f"snapshot_{n}" for n in names if n in snapshots)
 
     for s in t.sources:
@@ -60,18 +70,23 @@ def plan(t: WideTable, snapshots: list[str], publish: bool) -> list[PlannedTask]
         names = tuple(s.name for s in members)
         push(PlannedTask(f"full_join_{group}", FULL_JOIN, names, leaves(names)))
     for s in t.left_sources:
-        push(PlannedTask(f"left_join_{s.name}", LEFT_JOIN, (s.name,), leaves([s.name])))
+        push(PlannedTask(f"left_join_{s.name}", LEFT_JOIN, (s.name,), leaves((s.name,))))
     if publish:
         push(PlannedTask("publish_diff", PUBLISH))
+    return queue
 
+
+def _taken_in_order(queue: Queue) -> list[PlannedTask]:
+    """The queue's tasks highest priority first; each merge and the publication also depend on the
+    merge before them (one writer of the wide table at a time)."""
     planned: list[PlannedTask] = []
     created: set[str] = set()
     last_merge: str | None = None
     while queue:
         _, _, task = heapq.heappop(queue)
         upstream = task.upstream
-        if task.priority in MERGES or task.priority == PUBLISH:
-            upstream = (*upstream, last_merge) if last_merge else upstream
+        if task.priority != SNAPSHOT and last_merge:
+            upstream = (*upstream, last_merge)
         missing = [u for u in upstream if u not in created]
         assert not missing, f"{task.task_id} planned before its inputs {missing}"  # the queue's invariant
         planned.append(PlannedTask(task.task_id, task.priority, task.sources, upstream))
@@ -83,7 +98,7 @@ def plan(t: WideTable, snapshots: list[str], publish: bool) -> list[PlannedTask]
 
 def wide_table_group(wide_table: dict[str, Any], *, snapshots: dict[str, dict[str, Any]] | None = None,
                      publish: dict[str, Any] | None = None, group_id: str | None = None,
-                     **operator_kwargs: Any):
+                     **operator_kwargs: Any) -> TaskGroup:
     """Build the TaskGroup of a wide table inside the current DAG and return it.
 
     :param wide_table: the wide-table spec (:mod:`spark_jobs.contract.wide_table`), validated now.

@@ -52,7 +52,7 @@ nitpick_ignore_regex = [
     (r"py:(class|obj|data)", r"(Any|None|str|int|float|bool|dict|list|tuple|set|bytes|type|object)"),
     (r"py:(class|obj|data)", r"(Sequence|Mapping|Iterator|Iterable|Callable|ClassVar|Literal|Optional|Union)"),
     # Airflow types the signatures name unqualified
-    (r"py:class", r"(XComArg|Context|Asset|AssetAlias)"),
+    (r"py:class", r"(XComArg|Context|Asset|AssetAlias|TaskGroup)"),
     # the Spark side is not imported by the docs build (it needs pyspark); its modules are named in text
     (r"py:.*", r"spark_jobs(\..*)?"),
 ]

@@ -104,10 +104,7 @@ def _sink(spark: SparkSession, spec: SinkSpec, result: dict[str, Any]) -> list[L
     if result.get("dry_run") or result.get("already_delivered"):
         return []
     changes = spec.lake.uri(spec.changes)
-    columns = _columns(spark, changes, None)
-    mapping = dict(spec.field_mapping) or {c: c for c in columns}
-    for k in spec.primary_key:
-        mapping.setdefault(k, k)
+    mapping = spec.destination_fields(_columns(spark, changes, None))
     links = carried(None, changes, {field: col for col, field in mapping.items()})
     return links + [link(None, name, [], CONSTANT, f"the constant {value!r}") for name, value in spec.constants.items()]
 

@@ -1,5 +1,5 @@
 """The Airflow <-> Spark contract, in plain Python (no Spark, no Airflow): every job spec survives the
-JSON round trip, carries its defaults, names the field and the value it refuses, refuses unknown keys;
+JSON round trip, carries its defaults, names the field and the value it refuses, refuses unknown options;
 logical dates compare as instants however they are spelt."""
 
 import json
@@ -42,7 +42,8 @@ SPEC_EXAMPLES = [
     SinkSpec(**IDENTITY, changes="changes/crm/x", table="snapshots/customers", consumer="crm", primary_key=["id"],
              to_version=3, counts={"insert": 2, "update": 1, "delete": 0},
              counted_changes="changes/crm/x", counted_version=0,
-             destination={"type": "sqlite", "database": "/db"}, mode="mirror", delivery={"batch_size": 10}),
+             destination={"type": "sqlite", "database": "/db", "table": "customers"}, mode="mirror",
+             delivery={"batch_size": 10}),
     RestoreSpec(**IDENTITY, table="customers", target_logical_date="2026-01-01"),
     SavepointSpec(**IDENTITY, table="wide/orders", version=4, savepoint_name="month-end"),
     HistorySpec(**IDENTITY, table="customers"),
@@ -116,7 +117,8 @@ def test_a_bad_value_names_the_field_the_value_and_what_is_allowed(data, named):
 
 
 def test_unknown_keys_and_jobs_are_refused():
-    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['max_delete_fracton'\]"):
+    misspelt = r"unknown option\(s\) \['max_delete_fracton'\] \(did you mean 'max_delete_fraction'\?\)"
+    with pytest.raises(ConfigError, match=misspelt):
         parse_spec({"job": "sink", "changes": "c", "table": "t", "consumer": "c", "primary_key": ["id"],
                     "to_version": 1, "max_delete_fracton": 0.1})
     with pytest.raises(ConfigError, match="Unknown job 'sync'"):

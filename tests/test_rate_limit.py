@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 
 from spark_jobs.sinks.base import SinkConfig
-from spark_jobs.sinks.core import DeliveryPolicy, RateLimiter, deliver_partition
+from spark_jobs.contract.destinations import DeliveryPolicy
+from spark_jobs.sinks.core import RateLimiter, deliver_partition
 from spark_jobs.sinks.http import HttpSink
 
 RATE = 100.0  # records per second

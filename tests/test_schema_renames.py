@@ -82,7 +82,7 @@ def test_renames_compose_across_commits():
 
 
 def test_a_wide_table_reads_its_source_across_a_rename(spark, warehouse, tmp_path):
-    """The widen job reads a source's feed across the snapshot's rename (spark_jobs.jobs.diff.read_changes);
+    """The widen job reads a source's feed across the snapshot's rename (spark_jobs.delta.change_sets.read_changes);
     a spec still naming the old column fails naming the new one, before anything is written."""
     src = str(tmp_path / "src")
     wide = {"name": "people_wide", "primary_key": ["id"],

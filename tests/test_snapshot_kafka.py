@@ -80,7 +80,7 @@ def test_the_snapshot_operator_reads_a_topic_through_a_kafka_connection(spark, w
     ({"topic": ""}, "topic='' is not allowed"),
     ({"value_format": "avro"}, "value_format='avro' is not allowed; expected one of json"),
     ({"options": {"startingOffsets": "earliest"}}, "the snapshot sets the partitions and offsets it reads itself"),
-    ({"start": 5}, "unknown key(s) ['start']"),
+    ({"start": 5}, "unknown option(s) ['start']"),
     ({"key": ["other"]}, "the kafka source's key ['other'] must be the primary key ['id']"),
 ])
 def test_the_kafka_source_spec_is_checked_before_any_work(source, message):

@@ -148,7 +148,7 @@ def test_a_misspelt_destination_option_fails_the_sync_before_anything_is_sent(pi
     destination = {"type": "sqlite", "database": pipeline.database, "table": "customers", "create_tabel": False}
     error = pipeline.sync_error(pipeline.diff(), destination=destination)
     assert error["type"] == "ConfigError"
-    assert "has no option 'create_tabel'; did you mean 'create_table'?" in error["message"]
+    assert "unknown option(s) ['create_tabel'] (did you mean 'create_table'?)" in error["message"]
     assert not os.path.exists(pipeline.database) and pipeline.committed() is None
 
 

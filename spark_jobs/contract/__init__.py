@@ -10,14 +10,17 @@ A package rather than one module, one idea per module:
 * :mod:`.layout` — the lake layout (:class:`Warehouse`, :func:`table_rel`, :func:`table_ref`),
   the Delta session settings, and the values read from commit metadata (logical dates as
   instants, the metadata JSON);
-* :mod:`.base` — the run identity every spec carries, field checks, the JSON round trip;
+* :mod:`.options` — the one way options are declared and checked (specs, wide tables, sink options);
+* :mod:`.base` — the run identity every spec carries and the JSON round trip;
+* :mod:`.destinations` — the options of the built-in destinations and the delivery policy;
 * :mod:`.specs` — one spec per job, with its defaults and rules, and :func:`parse_spec`;
 * :mod:`.results` — one result per job.
 * :mod:`.wide_table` — the wide-table spec (sources, joins, aggregations), which the widen job's
   spec carries and the planning helper checks at DAG parse time.
 """
 
-from spark_jobs.contract.base import JobResult, JobSpec, resolved_at_run_time
+from spark_jobs.contract.base import JobResult, JobSpec
+from spark_jobs.contract.options import resolved_at_run_time
 from spark_jobs.contract.layout import (
     DELTA_CONF,
     DELTA_PACKAGE,

@@ -45,7 +45,7 @@ SPARK_PACKAGES = f"{DELTA_PACKAGE},{KAFKA_PACKAGE}"
 class Warehouse:
     root: str
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.root:
             raise ConfigError("The spec names no warehouse root")
         object.__setattr__(self, "root", self.root.rstrip("/"))

@@ -5,15 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from spark_jobs.contract.base import (
+from spark_jobs.contract.base import JobSpec
+from spark_jobs.contract.destinations import DeliveryPolicy, delivery_policy, destination
+from spark_jobs.contract.options import (
     Invalid,
-    JobSpec,
-    check_fields,
+    Options,
     flag,
     fraction,
     integer,
-    known_values,
     mapping,
+    name_map,
     names,
     non_negative,
     one_of,
@@ -103,7 +104,7 @@ def kafka_options(value: Any) -> dict[str, str]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class KafkaSource:
+class KafkaSource(Options):
     """An upsert-kafka topic as a snapshot source (:mod:`spark_jobs.sources.upsert_kafka`): each message's key
     is the primary key as a JSON object, its value the row as JSON (``value_schema``, Spark DDL) or
     null — a tombstone that deletes the key. The snapshot keeps the last value per key.
@@ -124,12 +125,9 @@ class KafkaSource:
     connection: dict[str, Any] = option(check=mapping, factory=dict)
     secrets_env: dict[str, str] = option(check=mapping, factory=dict)
 
-    def __post_init__(self) -> None:
-        check_fields(self, "kafka source")
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> KafkaSource:
-        return cls(**known_values(cls, mapping(data), "kafka source"))
+    def static_where(cls) -> str:
+        return "kafka source"
 
 
 def source(value: Any) -> dict[str, Any]:
@@ -216,18 +214,42 @@ class SinkSpec(JobSpec):
     counts: dict[str, int] = option(check=change_counts, factory=dict)
     counted_changes: str | None = option(None, optional(text))
     counted_version: int | None = option(None, optional(integer))
-    destination: dict[str, Any] = option(check=mapping, factory=dict)
+    destination: dict[str, Any] = option(check=destination, factory=dict)  # a built-in sink's options checked
     mode: str = option("upsert", one_of(*SINK_MODES))
-    field_mapping: dict[str, str] = option(check=mapping, factory=dict)
+    field_mapping: dict[str, str] = option(check=name_map, factory=dict)
     constants: dict[str, Any] = option(check=mapping, factory=dict)
     max_delete_fraction: float = option(0.5, fraction)
     allow_mass_delete: bool = option(False, flag)
     max_reject_fraction: float | None = option(None, optional(fraction))
     dry_run: bool = option(False, flag)
-    delivery: dict[str, Any] = option(check=mapping, factory=dict)  # checked against the sink's policy
+    delivery: DeliveryPolicy = option(check=delivery_policy, factory=DeliveryPolicy)
     commit: bool = option(True, flag)  # False: deliver without moving the consumer (benchmarks)
     # consumed change sets of this (consumer, table) kept after a successful sync, newest first
     keep_change_sets: int = option(DEFAULT_KEEP_CHANGE_SETS, count)
+
+    def validate(self) -> None:
+        _check_distinct_fields(list(self.field_mapping.values()), self.constants)
+
+    def destination_fields(self, columns: list[str]) -> dict[str, str]:
+        """``{change-set column: destination field}`` of the columns a sync sends (``columns``: the
+        change set's data columns). With a ``field_mapping`` only the mapped columns go, plus the
+        key under its mapped name or its own; without one every column goes under its own name."""
+        mapping = dict(self.field_mapping) if self.field_mapping else {c: c for c in columns}
+        unknown = [c for c in mapping if c not in columns]
+        if unknown:
+            raise ConfigError(f"field_mapping names source column(s) {unknown} that the change set lacks; "
+                              f"its columns are {columns}")
+        for k in self.primary_key:
+            mapping.setdefault(k, k)
+        _check_distinct_fields(list(mapping.values()), self.constants)
+        return mapping
+
+
+def _check_distinct_fields(targets: list[str], constants: dict[str, Any]) -> None:
+    """Each destination field gets one value: from one column, or from one constant."""
+    clashes = sorted({t for t in targets if targets.count(t) > 1} | (set(constants) & set(targets)))
+    if clashes:
+        raise ConfigError(f"Destination field(s) {clashes} are mapped more than once (field_mapping/constants)")
 
 
 def change_set_fields(diff_result: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The wide-table specification, validated in plain Python before any Spark work.
+"""The wide-table specification: options (:mod:`.options`) checked in plain Python before any Spark work.
 
 The same spec drives the planning helper (Airflow side, at DAG parse time) and the widen job (Spark
 side, before it reads anything), so a misconfigured wide table fails fast and names the problem::
@@ -48,10 +48,25 @@ still names the old one fails before writing, naming both (:mod:`spark_jobs.wide
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from spark_jobs.contract.layout import path_name_problem
+from spark_jobs.contract.options import (
+    Invalid,
+    Options,
+    flag,
+    mapping,
+    name_map,
+    names,
+    one_of,
+    option,
+    optional,
+    path_name,
+    relative_path,
+    required_names,
+    required_text,
+    text,
+)
 from spark_jobs.errors import ConfigError
 
 # Aggregates whose result depends on the order rows arrive in: only a sequence (a group's G or the
@@ -62,20 +77,58 @@ JOINS = ("full", "left")
 DEFAULT_GROUP = "main"
 ADDS = ("+I", "+U")  # Flink/Paimon row kinds of a changelog source
 RETRACTIONS = ("-U", "-D")
+#: Options of a full-join source that a left join has no use for.
+FULL_ONLY = ("group", "key", "remove_row_on_delete", "row_kind_field", "order_field")
 
 
-@dataclass(frozen=True)
-class Source:
-    name: str
-    table: str  # relative to the warehouse, e.g. snapshots/order_info
-    columns: dict[str, str]  # wide column -> source column
-    join: str = "full"
-    group: str = DEFAULT_GROUP  # full joins only
-    key: dict[str, str] = field(default_factory=dict)  # wide pk -> source column (full joins)
-    on: dict[str, str] = field(default_factory=dict)  # wide fk -> source key column (left joins)
-    remove_row_on_delete: bool = False  # a delete removes the wide row (Paimon remove-record-on-delete)
-    row_kind_field: str | None = None  # set: the table is a changelog of +I/-U/+U/-D rows
-    order_field: str | None = None  # a changelog's event order within one commit (an offset)
+def column_map(value: Any) -> dict[str, str]:
+    """A source's ``columns``: a list of names (each kept as it is) or ``{wide column: source column}``."""
+    if isinstance(value, (list, tuple)):
+        value = {c: c for c in names(value)}
+    try:
+        columns = name_map(value)
+    except Invalid:
+        raise Invalid("a list of column names, or a mapping wide column -> source column") from None
+    if not columns:
+        raise Invalid("one or more columns")
+    return columns
+
+
+def sequence_groups(value: Any) -> dict[str, list[str]]:
+    try:
+        return {group: names(fields) for group, fields in mapping(value).items()}
+    except Invalid:
+        raise Invalid("a mapping {sequence field: [fields]}") from None
+
+
+def aggregations(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise Invalid("a mapping {field: aggregate}")
+    for column, func in value.items():
+        if func not in AGGREGATES:
+            raise Invalid(f"a mapping {{field: aggregate}}; unknown aggregate {func!r} for field {column!r}, "
+                          f"aggregates: {list(AGGREGATES)}")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source(Options):
+    """One source of a wide table. ``table`` defaults to ``snapshots/<name>``, a full join's ``key`` to
+    the wide primary key's own names (filled in by :meth:`WideTable.from_dict`)."""
+
+    name: str = option(doc="the source's name", check=required_text)
+    table: str = option("", optional(relative_path), doc="relative to the warehouse, e.g. snapshots/order_info")
+    columns: dict[str, str] = option(check=column_map, doc="a list of column names, or {wide column: source column}")
+    join: str = option("full", one_of(*JOINS))
+    group: str = option(DEFAULT_GROUP, required_text)  # full joins only
+    key: dict[str, str] = option(check=name_map, factory=dict)  # wide pk -> source column (full joins)
+    on: dict[str, str] = option(check=name_map, factory=dict)  # wide fk -> source key column (left joins)
+    remove_row_on_delete: bool = option(False, flag)  # a delete removes the wide row (Paimon remove-record-on-delete)
+    row_kind_field: str | None = option(None, optional(required_text))  # set: a changelog of +I/-U/+U/-D rows
+    order_field: str | None = option(None, optional(required_text))  # a changelog's event order within a commit
+
+    def where(self) -> str:
+        return f"source {self.name!r}"
 
     @property
     def is_left(self) -> bool:
@@ -85,19 +138,101 @@ class Source:
     def is_changelog(self) -> bool:
         return self.row_kind_field is not None
 
+    @classmethod
+    def of(cls, raw: Any, wide: str, key: list[str]) -> Source:
+        """A source of wide table ``wide`` (primary key ``key``) from its JSON form, with its defaults."""
+        name = raw.get("name") if isinstance(raw, dict) else None
+        where = f"Wide table {wide}, source {name!r}"
+        if not name:
+            raise ConfigError(f"Wide table {wide}: every source needs a 'name'")
+        if raw.get("join") == "left":
+            _refuse_full_join_options(raw, where)
+        elif not raw.get("key"):
+            raw = {**raw, "key": {k: k for k in key}}
+        source = super().from_dict({"table": f"snapshots/{name}", **raw}, where)
+        source.check_link(key, where)
+        return source
 
-@dataclass(frozen=True)
-class WideTable:
-    name: str
-    primary_key: list[str]
-    sources: list[Source]
-    sequence_field: str | None = None
-    sequence_groups: dict[str, list[str]] = field(default_factory=dict)
-    aggregations: dict[str, str] = field(default_factory=dict)
-    listagg_delimiter: str = ","
-    ignore_delete: bool = False
-    ignore_retract: list[str] = field(default_factory=list)
-    partition_by: list[str] = field(default_factory=list)
+    def check_link(self, key: list[str], where: str) -> None:
+        """How the source joins: a left join through ``on``, a full join through the whole primary key."""
+        if self.is_left:
+            if not self.on:
+                raise ConfigError(f"{where}: a left join needs 'on' (wide column -> this source's key column)")
+            return
+        if sorted(self.key) != sorted(key):
+            raise ConfigError(f"{where}: 'key' must map each primary key column {key} to a source column, "
+                              f"got {sorted(self.key)}")
+        if self.on:
+            raise ConfigError(f"{where}: 'on' is for left joins; set join='left' or remove it")
+        self._check_changelog(where)
+
+    def _check_changelog(self, where: str) -> None:
+        if self.order_field and not self.row_kind_field:
+            raise ConfigError(f"{where}: 'order_field' orders the events of a changelog source; set "
+                              f"'row_kind_field' too (a snapshot source has one row per key per version)")
+        used = {*self.key.values(), *self.columns.values()}
+        for name, column in (("row_kind_field", self.row_kind_field), ("order_field", self.order_field)):
+            if column and column in used:
+                raise ConfigError(f"{where}: {name} {column!r} is also a key or value column; it only "
+                                  f"describes the event")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form :meth:`of` reads back (a left join without the full-join options)."""
+        link = {"on": self.on} if self.is_left else {
+            "group": self.group, "key": self.key, "remove_row_on_delete": self.remove_row_on_delete,
+            "row_kind_field": self.row_kind_field, "order_field": self.order_field}
+        return {"name": self.name, "table": self.table, "columns": self.columns, "join": self.join, **link}
+
+
+def _refuse_full_join_options(raw: dict[str, Any], where: str) -> None:
+    if raw.get("group"):
+        raise ConfigError(f"{where}: 'group' is for full joins; a left join joins through 'on'")
+    full_only = sorted(o for o in FULL_ONLY if raw.get(o))
+    if full_only:
+        raise ConfigError(f"{where}: {full_only} are for full-join sources; a left join's right rows "
+                          f"only fill its columns (a deleted right row nulls them)")
+
+
+def sources(value: Any) -> list[Source]:
+    if not isinstance(value, (list, tuple)) or not value or not all(isinstance(s, Source) for s in value):
+        raise Invalid("a non-empty list of sources")
+    return list(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WideTable(Options):
+    name: str = option(check=path_name, doc="the table is <warehouse>/wide/<name>")
+    primary_key: list[str] = option(check=required_names, doc="the wide table's primary key")
+    sources: list[Source] = option(check=sources, doc="the tables merged into the wide table")
+    sequence_field: str | None = option(None, optional(required_text))
+    sequence_groups: dict[str, list[str]] = option(check=sequence_groups, factory=dict)
+    aggregations: dict[str, str] = option(check=aggregations, factory=dict)
+    listagg_delimiter: str = option(",", text)
+    ignore_delete: bool = option(False, flag)
+    ignore_retract: list[str] = option(check=names, factory=list)
+    partition_by: list[str] = option(check=names, factory=list)
+
+    def where(self) -> str:
+        return f"Wide table {self.name}"
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str | None = None) -> WideTable:
+        """The table from its JSON form (the module docstring); every problem is a ConfigError."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"A wide table spec is a dict, got {type(data).__name__}")
+        where = where or f"Wide table {data.get('name') or ''}"
+        name = data.get("name") or ""
+        key = required_names(data["primary_key"]) if _is_names(data.get("primary_key")) else []
+        raw_sources = data.get("sources")
+        built = [Source.of(raw, name, key) for raw in raw_sources] if isinstance(raw_sources, list) and key else \
+            raw_sources
+        return super().from_dict({**data, "sources": built}, where)
+
+    def validate(self) -> None:
+        checks = (_check_unique_sources, _check_key_not_in_columns, _check_left_joins, _check_sequence_field,
+                  _check_sequence_groups, _check_deletes, _check_partitions, _check_aggregations)
+        for check in checks:
+            check(self, self.where())
 
     @property
     def rel(self) -> str:
@@ -157,19 +292,13 @@ class WideTable:
         """Consumer names under which merged versions are tracked in ``_system/consumers``."""
         return f"widen:{self.name}" if left_source is None else f"widen:{self.name}:{left_source}"
 
-    def to_dict(self) -> dict[str, Any]:
-        """The spec :func:`parse` reads back into an equal table (the job spec's JSON form)."""
-        def source(s: Source) -> dict[str, Any]:
-            link = {"on": s.on} if s.is_left else {
-                "group": s.group, "key": s.key, "remove_row_on_delete": s.remove_row_on_delete,
-                "row_kind_field": s.row_kind_field, "order_field": s.order_field}
-            return {"name": s.name, "table": s.table, "columns": s.columns, "join": s.join, **link}
+    @property
+    def full_columns(self) -> set[str]:
+        return {c for s in self.full_sources for c in s.columns}
 
-        return {"name": self.name, "primary_key": self.primary_key, "sources": [source(s) for s in self.sources],
-                "sequence_field": self.sequence_field, "sequence_groups": self.sequence_groups,
-                "aggregations": self.aggregations, "listagg_delimiter": self.listagg_delimiter,
-                "ignore_delete": self.ignore_delete, "ignore_retract": self.ignore_retract,
-                "partition_by": self.partition_by}
+    @property
+    def left_columns(self) -> list[str]:
+        return [c for s in self.left_sources for c in s.columns]
 
 
 def _providers(s: Source, left_joins: list[Source]) -> list[Source]:
@@ -177,129 +306,36 @@ def _providers(s: Source, left_joins: list[Source]) -> list[Source]:
     return [o for o in left_joins if o is not s and set(o.columns) & set(s.on)]
 
 
-def parse(spec: dict[str, Any]) -> WideTable:
+def _is_names(value: Any) -> bool:
+    try:
+        return bool(required_names(value))
+    except Invalid:
+        return False
+
+
+def parse(spec: Any) -> WideTable:
     """Build and validate a :class:`WideTable`; every problem raises :class:`ConfigError`."""
-    if not isinstance(spec, dict):
-        raise ConfigError(f"A wide table spec is a dict, got {type(spec).__name__}")
-    name = spec.get("name") or ""
-    problem = path_name_problem(name)
-    if problem:
-        raise ConfigError(f"Wide table name {name!r} {problem}: it names the folder wide/<name> of the warehouse")
-    where = f"Wide table {name}"
-    known = {"name", "primary_key", "sources", "sequence_field", "sequence_groups", "aggregations",
-             "listagg_delimiter", "ignore_delete", "ignore_retract", "partition_by"}
-    unknown_options = sorted(set(spec) - known)
-    if unknown_options:
-        raise ConfigError(f"{where}: unknown option(s) {unknown_options}; options are {sorted(known)}")
-    key = spec.get("primary_key")
-    key = [key] if isinstance(key, str) else list(key or [])
-    if not key:
-        raise ConfigError(f"{where}: a primary_key is required")
-    sources = [_source(name, key, raw) for raw in spec.get("sources") or []]
-    if not sources:
-        raise ConfigError(f"{where}: no sources")
-    names = [s.name for s in sources]
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    return WideTable.from_dict(spec)
+
+
+def _check_unique_sources(t: WideTable, where: str) -> None:
+    names_ = [s.name for s in t.sources]
+    dupes = sorted({n for n in names_ if names_.count(n) > 1})
     if dupes:
         raise ConfigError(f"{where}: source name(s) {dupes} used more than once")
-    table = WideTable(
-        name=name, primary_key=key, sources=sources,
-        sequence_field=spec.get("sequence_field") or None,
-        sequence_groups={g: [f] if isinstance(f, str) else list(f)
-                         for g, f in _mapping(spec, "sequence_groups", "{sequence field: [fields]}", where).items()},
-        aggregations=_mapping(spec, "aggregations", "{field: aggregate}", where),
-        listagg_delimiter=spec.get("listagg_delimiter", ","),
-        ignore_delete=bool(spec.get("ignore_delete", False)),
-        ignore_retract=_names(spec.get("ignore_retract"), "ignore_retract", where),
-        partition_by=_names(spec.get("partition_by"), "partition_by", where),
-    )
-    _validate(table)
-    return table
 
 
-def _mapping(spec: dict[str, Any], option: str, shape: str, where: str) -> dict[str, Any]:
-    """An option that must be a mapping; a list (as in a Paimon table property split by hand) is a
-    configuration error naming the shape, not an AttributeError later."""
-    value = spec.get(option) or {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: {option} must be a mapping {shape}, got a {type(value).__name__}: {value!r}")
-    return dict(value)
-
-
-def _names(value: Any, option: str, where: str) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where}: {option} must be a list of field names, got {value!r}")
-    return list(value)
-
-
-FULL_ONLY = ("group", "key", "remove_row_on_delete", "row_kind_field", "order_field")
-SOURCE_OPTIONS = ("name", "table", "columns", "join", "on", *FULL_ONLY)
-
-
-def _source(wide: str, key: list[str], raw: dict[str, Any]) -> Source:
-    name = raw.get("name") or ""
-    where = f"Wide table {wide}, source {name!r}"
-    if not name:
-        raise ConfigError(f"Wide table {wide}: every source needs a 'name'")
-    unknown = sorted(set(raw) - set(SOURCE_OPTIONS))
-    if unknown:
-        raise ConfigError(f"{where}: unknown option(s) {unknown}; source options are {sorted(SOURCE_OPTIONS)}")
-    join = raw.get("join", "full")
-    if join not in JOINS:
-        raise ConfigError(f"{where}: join {join!r} is not one of {JOINS}")
-    columns = raw.get("columns")
-    if isinstance(columns, (list, tuple)):
-        columns = {c: c for c in columns}
-    if not columns or not isinstance(columns, dict):
-        raise ConfigError(f"{where}: 'columns' (a list, or a dict wide column -> source column) is required")
-    table = raw.get("table") or f"snapshots/{name}"
-    if join == "left":
-        on = dict(raw.get("on") or {})
-        if not on:
-            raise ConfigError(f"{where}: a left join needs 'on' (wide column -> this source's key column)")
-        if raw.get("group"):
-            raise ConfigError(f"{where}: 'group' is for full joins; a left join joins through 'on'")
-        full_only = sorted(o for o in FULL_ONLY if raw.get(o))
-        if full_only:
-            raise ConfigError(f"{where}: {full_only} are for full-join sources; a left join's right rows "
-                              f"only fill its columns (a deleted right row nulls them)")
-        return Source(name=name, table=table, columns=dict(columns), join=join, on=on)
-    src_key = raw.get("key") or {k: k for k in key}
-    if sorted(src_key) != sorted(key):
-        raise ConfigError(f"{where}: 'key' must map each primary key column {key} to a source column, "
-                          f"got {sorted(src_key)}")
-    if raw.get("on"):
-        raise ConfigError(f"{where}: 'on' is for left joins; set join='left' or remove it")
-    row_kind, order = raw.get("row_kind_field") or None, raw.get("order_field") or None
-    if order and not row_kind:
-        raise ConfigError(f"{where}: 'order_field' orders the events of a changelog source; set "
-                          f"'row_kind_field' too (a snapshot source has one row per key per version)")
-    used = {*src_key.values(), *columns.values()}
-    for option, column in (("row_kind_field", row_kind), ("order_field", order)):
-        if column and column in used:
-            raise ConfigError(f"{where}: {option} {column!r} is also a key or value column; it only "
-                              f"describes the event")
-    return Source(name=name, table=table, columns=dict(columns), join=join,
-                  group=raw.get("group") or DEFAULT_GROUP, key=dict(src_key),
-                  remove_row_on_delete=bool(raw.get("remove_row_on_delete", False)),
-                  row_kind_field=row_kind, order_field=order)
-
-
-def _validate(t: WideTable) -> None:
-    where = f"Wide table {t.name}"
-    full_columns = {c for s in t.full_sources for c in s.columns}
-    left_columns = [c for s in t.left_sources for c in s.columns]
-    columns = set(t.primary_key) | full_columns | set(left_columns)
-
+def _check_key_not_in_columns(t: WideTable, where: str) -> None:
     for s in t.sources:
         in_key = sorted(set(s.columns) & set(t.primary_key))
         if in_key:
             raise ConfigError(f"{where}, source {s.name}: primary key column(s) {in_key} belong in "
                               f"'key', not 'columns'")
+
+
+def _check_left_joins(t: WideTable, where: str) -> None:
+    """A left join owns its columns and joins on a foreign key some other source provides."""
+    full_columns, left_columns = t.full_columns, t.left_columns
     for s in t.left_sources:
         owners = [o.name for o in t.sources if o is not s and set(o.columns) & set(s.columns)]
         if owners or len(set(left_columns)) != len(left_columns):
@@ -317,21 +353,22 @@ def _validate(t: WideTable) -> None:
         if set(s.on) & set(t.primary_key):
             raise ConfigError(f"{where}, left join {s.name}: joins on the primary key are full joins")
 
-    if t.sequence_field and t.sequence_field not in full_columns:
+
+def _check_sequence_field(t: WideTable, where: str) -> None:
+    if t.sequence_field and t.sequence_field not in t.full_columns:
         raise ConfigError(f"{where}: sequence_field {t.sequence_field!r} is not a column of any full-join "
-                          f"source; columns: {sorted(full_columns)}")
+                          f"source; columns: {sorted(t.full_columns)}")
+
+
+def _check_sequence_groups(t: WideTable, where: str) -> None:
+    """Each group names full-join fields, none of them a key or a sequence; a field is in one group;
+    a source carrying a group's fields carries its G too."""
     seen: dict[str, str] = {}
     for group, fields in t.sequence_groups.items():
         if not fields:
             raise ConfigError(f"{where}: sequence group {group!r} has no fields")
         for name in (group, *fields):
-            if name in t.primary_key:
-                raise ConfigError(f"{where}: primary key column {name!r} cannot be in sequence group {group!r}")
-            if name not in full_columns:
-                raise ConfigError(f"{where}: sequence group {group!r} names unknown field {name!r}; "
-                                  f"full-join columns are {sorted(full_columns)}")
-            if name == t.sequence_field:
-                raise ConfigError(f"{where}: sequence_field {name!r} cannot be in sequence group {group!r}")
+            _check_group_member(t, where, group, name)
         for f in fields:
             if f in t.sequence_groups:
                 raise ConfigError(f"{where}: {f!r} is the sequence field of its own group and cannot be a "
@@ -346,6 +383,19 @@ def _validate(t: WideTable) -> None:
                 raise ConfigError(f"{where}, source {s.name}: carries {carried} of sequence group {group!r} "
                                   f"but not {group!r} itself, so its values could never be applied")
 
+
+def _check_group_member(t: WideTable, where: str, group: str, name: str) -> None:
+    if name in t.primary_key:
+        raise ConfigError(f"{where}: primary key column {name!r} cannot be in sequence group {group!r}")
+    if name not in t.full_columns:
+        raise ConfigError(f"{where}: sequence group {group!r} names unknown field {name!r}; "
+                          f"full-join columns are {sorted(t.full_columns)}")
+    if name == t.sequence_field:
+        raise ConfigError(f"{where}: sequence_field {name!r} cannot be in sequence group {group!r}")
+
+
+def _check_deletes(t: WideTable, where: str) -> None:
+    """remove_row_on_delete contradicts ignore_delete and sequence groups; ignore_retract names fields."""
     for s in t.full_sources:
         if s.remove_row_on_delete and t.ignore_delete:
             raise ConfigError(f"{where}, source {s.name}: remove_row_on_delete and ignore_delete contradict "
@@ -355,29 +405,30 @@ def _validate(t: WideTable) -> None:
             raise ConfigError(f"{where}, source {s.name}: remove_row_on_delete and sequence group(s) {groups} "
                               f"contradict each other (a delete would remove the row or retract the group); "
                               f"set one")
-    unknown = sorted(set(t.ignore_retract) - full_columns)
+    unknown = sorted(set(t.ignore_retract) - t.full_columns)
     if unknown:
         raise ConfigError(f"{where}: ignore_retract names field(s) {unknown} that no full-join source "
-                          f"provides; columns: {sorted(full_columns)}")
+                          f"provides; columns: {sorted(t.full_columns)}")
 
+
+def _check_partitions(t: WideTable, where: str) -> None:
     partition_by = [c for c in t.partition_by if c not in t.primary_key]
-    if len(set(t.partition_by)) != len(t.partition_by) or not set(partition_by) <= full_columns:
+    if len(set(t.partition_by)) != len(t.partition_by) or not set(partition_by) <= t.full_columns:
         raise ConfigError(f"{where}: partition_by {t.partition_by} must name distinct primary key or full-join "
                           f"columns (left-join columns change with their right rows); full-join columns are "
-                          f"{sorted(full_columns)}")
+                          f"{sorted(t.full_columns)}")
 
+
+def _check_aggregations(t: WideTable, where: str) -> None:
+    """An aggregate applies to a value field, and one that depends on row order needs a sequence."""
+    columns = set(t.primary_key) | t.full_columns | set(t.left_columns)
     for column, func in t.aggregations.items():
-        if func not in AGGREGATES:
-            raise ConfigError(f"{where}: unknown aggregate {func!r} for field {column!r}; "
-                              f"aggregates: {list(AGGREGATES)}")
         if column not in columns:
             raise ConfigError(f"{where}: aggregation for unknown field {column!r}; columns: {sorted(columns)}")
-        if column in t.primary_key or column in left_columns or column in t.sequence_groups \
+        if column in t.primary_key or column in t.left_columns or column in t.sequence_groups \
                 or column == t.sequence_field:
             raise ConfigError(f"{where}: field {column!r} cannot be aggregated (it is a key, a sequence "
                               f"field or a left-join column)")
         if func in ORDERED_AGGREGATES and not t.group_of(column) and not t.sequence_field:
             raise ConfigError(f"{where}: aggregate {func!r} on {column!r} depends on row order and needs a "
                               f"sequence group: add {column!r} to sequence_groups (or set sequence_field)")
-
-

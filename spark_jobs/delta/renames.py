@@ -19,7 +19,7 @@ A run that renames makes its rename commits (the column mapping upgrade the firs
 "renames"}`` and no logical date, so they are not recorded snapshots and add no Change Data Feed
 rows. Delta refuses to read the Change Data Feed across a rename, so readers of a range that spans
 rename commits read the range in pieces between them, each piece renamed to the head's names
-(:func:`feed_ranges`, :func:`spark_jobs.jobs.diff.read_changes`); time-travel readers rename an old
+(:func:`feed_ranges`, :func:`spark_jobs.delta.change_sets.read_changes`); time-travel readers rename an old
 version's columns with :func:`names_at_head`.
 
 A restore (the restore job, or a rebuild's restore of its base) to a version before a rename brings

@@ -18,7 +18,7 @@ Change Data Feed fast path (design 4.1): when the source is a Delta table with C
 (``{"format": "delta", "path": ..., "cdf": true}``, or CDF found on the source unless ``"cdf": false``),
 every commit also records the source version it read (``source_version``). The next run then reads
 only the source's changes since that version, collapses them to one net change per key
-(:func:`spark_jobs.jobs.diff.net_changes`) and MERGEs those, so its cost grows with the number of changes
+(:func:`spark_jobs.delta.change_sets.net_changes`) and MERGEs those, so its cost grows with the number of changes
 rather than with the table size. It is the same single commit with the same metadata as a full
 extract and yields the same table. Its key check looks at the changed rows only: the table was
 checked when it was recorded, so a key can only turn null or duplicate through a change (the changed
@@ -36,14 +36,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs import crashpoints
 from spark_jobs.jobs import rebuild
 from spark_jobs.sources import upsert_kafka
 from spark_jobs.delta.columns import CDF_COLUMNS, check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
-from spark_jobs.jobs.diff import AFTER_TYPES, BEFORE_TYPES, net_changes
+from spark_jobs.delta.change_sets import AFTER_TYPES, BEFORE_TYPES, net_changes
 from spark_jobs.errors import ConcurrentWriteError, ConfigError, PastDateRefusedError, SchemaDriftError, explain
 from spark_jobs.delta.keys import check_key_counts, check_primary_key, require_columns
 from spark_jobs.delta.lake import (
@@ -67,10 +67,14 @@ from spark_jobs.sources.read import describe, read_source
 from spark_jobs.delta.timetravel import pin_delta_source, recorded_for, recorded_in
 
 
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
 log = logging.getLogger(__name__)
 
 
-def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
+def run_snapshot(spark: SparkSession, spec: SnapshotSpec) -> SnapshotResult:
     """Record the source as one new version for the spec's logical date (or return the version
     already recorded for it). A run that loses a commit race to the run of a *later* date fails with
     the error its retry would meet — this date is now in the past — instead of a retryable conflict
@@ -87,7 +91,7 @@ def run_snapshot(spark, spec: SnapshotSpec) -> SnapshotResult:
         raise overtaken from exc
 
 
-def _overtaken(spark, spec: SnapshotSpec) -> PastDateRefusedError | None:
+def _overtaken(spark: SparkSession, spec: SnapshotSpec) -> PastDateRefusedError | None:
     """The refusal of this run's date when a later date was recorded while it ran, else None."""
     if not spec.logical_date or spec.on_past_date == "rebuild":
         return None
@@ -126,102 +130,167 @@ def _refuse_far_future(spec: SnapshotSpec) -> None:
             "typo. Nothing was written. If it is meant, pass a future_margin_s that reaches it.")
 
 
-def _record(spark, spec: SnapshotSpec) -> SnapshotResult:
-    wh = spec.lake
-    name, rel = spec.name, spec.rel
-    uri = wh.uri(rel)
-    key = spec.primary_key
-    logical_date = spec.logical_date
-    source = spec.source
-    # the one read of the table's log before writing (None: no table)
-    entries = require_intact(table_history(spark, uri), uri)
-    exists = entries is not None
-    rebuilding: dict[str, Any] | None = None  # the replay plan when this run inserts a past date
-    # Recorded dates first: a re-run reads nothing, and a past date is refused before the source
-    # is even looked at (its own history may not reach back that far). Dates are compared as
-    # instants: the same instant spelt another way is a re-run, not a new date.
-    if entries is not None and logical_date:
-        recorded = recorded_in(entries)
-        entry = recorded_for(recorded, logical_date)
-        if entry is not None:
-            if entry["metadata"].get("source_version") is not None:
-                source = {**source, "version": entry["metadata"]["source_version"]}
-            replayed = rebuild.finish(spark, spec, uri, entry, _merge) if "rebuild" in entry["metadata"] else None
-            return _result(wh, rel, entry, source, reused=True, read=None, replayed=replayed)
-        newest = max(recorded, key=parse_logical_date, default=None)
-        if newest and parse_logical_date(logical_date) < parse_logical_date(newest):
-            if spec.on_past_date != "rebuild":
-                raise _past_date_refused(spec, newest, recorded[newest]["version"])
-            rebuilding = rebuild.start(spark, uri, recorded, spec)
+def _record(spark: SparkSession, spec: SnapshotSpec) -> SnapshotResult:
+    """One run, as the first of its read paths that applies: the date already recorded (nothing is
+    read), the source's Change Data Feed since the last run, a Kafka topic read on from the offsets
+    the last run recorded, else the full extract. A date older than the newest is refused or, with
+    ``on_past_date="rebuild"``, recorded by rebuilding the history forward (:mod:`spark_jobs.jobs.rebuild`)."""
+    uri = spec.lake.uri(spec.rel)
+    entries = require_intact(table_history(spark, uri), uri)  # the one read of the table's log before writing
+    reused = _reused_date(spark, spec, uri, entries)
+    if reused is not None:
+        return reused
+    run = _start(spark, spec, uri, entries, _past_date_plan(spark, spec, uri, entries))
+    return _change_data_feed(run) or _kafka_read_on(run) or _full_extract(run)
 
+
+@dataclass(frozen=True)
+class _Run:
+    """What a run that writes knows before it reads the source: the table's log as read (None: no
+    table), the rebuild plan of a past date, the source pinned (a Delta version, Kafka end offsets),
+    the commit's metadata and the version the commit must land on (-1: none yet)."""
+
+    spark: SparkSession
+    spec: SnapshotSpec
+    uri: str
+    entries: list[dict[str, Any]] | None
+    rebuilding: dict[str, Any] | None
+    source: dict[str, Any]
+    topic: upsert_kafka.TopicRead | None
+    metadata: dict[str, Any]
+    base: int
+
+    @property
+    def head(self) -> dict[str, Any] | None:
+        """The newest commit a fast path reads on from: never on a rebuild, whose restore has just
+        moved the head away from the entries read."""
+        return self.entries[0] if self.entries is not None and self.rebuilding is None else None
+
+    def result(self, entry: dict[str, Any], read: str | None, replayed: dict[str, int] | None = None,
+               source_ref: dict[str, Any] | None = None) -> SnapshotResult:
+        return _result(self.spec.lake, self.spec.rel, entry, self.source, reused=False, read=read,
+                       replayed=replayed, source_ref=source_ref)
+
+
+def _reused_date(spark: SparkSession, spec: SnapshotSpec, uri: str,
+                 entries: list[dict[str, Any]] | None) -> SnapshotResult | None:
+    """The version already recorded for the spec's date (compared as instants: the same instant spelt
+    another way is a re-run), finishing a rebuild it started; None when the date is new. A re-run
+    reads nothing."""
+    if entries is None or not spec.logical_date:
+        return None
+    entry = recorded_for(recorded_in(entries), spec.logical_date)
+    if entry is None:
+        return None
+    source = spec.source
+    if entry["metadata"].get("source_version") is not None:
+        source = {**source, "version": entry["metadata"]["source_version"]}
+    replayed = rebuild.finish(spark, spec, uri, entry, _merge) if "rebuild" in entry["metadata"] else None
+    return _result(spec.lake, spec.rel, entry, source, reused=True, read=None, replayed=replayed)
+
+
+def _past_date_plan(spark: SparkSession, spec: SnapshotSpec, uri: str,
+                    entries: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    """A date older than the newest recorded one: refused, or (``on_past_date="rebuild"``) the replay
+    plan of a rebuild, whose restore runs now. Checked before the source is even looked at (its own
+    history may not reach back that far). None: the date is the newest."""
+    if entries is None or not spec.logical_date:
+        return None
+    recorded = recorded_in(entries)
+    newest = max(recorded, key=parse_logical_date, default=None)
+    if not newest or parse_logical_date(spec.logical_date) >= parse_logical_date(newest):
+        return None
+    if spec.on_past_date != "rebuild":
+        raise _past_date_refused(spec, newest, recorded[newest]["version"])
+    return rebuild.start(spark, uri, recorded, spec)
+
+
+def _start(spark: SparkSession, spec: SnapshotSpec, uri: str, entries: list[dict[str, Any]] | None,
+           rebuilding: dict[str, Any] | None) -> _Run:
+    """Pin the source and write down what the commit will say."""
     _refuse_far_future(spec)
     # a Delta source is pinned to the exact version read: the result names it, the commit records it
-    source = pin_delta_source(spark, source, logical_date)
+    source = pin_delta_source(spark, spec.source, spec.logical_date)
     # a Kafka source is fixed at the end offsets of its partitions now (spark_jobs.sources.upsert_kafka)
-    topic = upsert_kafka.fix({**source, "key": key}) if source.get("format") == "kafka" else None
-    metadata: dict[str, Any] = {
-        "job": "snapshot",
-        "logical_date": logical_date,
-        "run_id": spec.run_id,
-        "primary_key": key,
-        "source": describe(source),
-    }
+    topic = upsert_kafka.fix({**source, "key": spec.primary_key}) if source.get("format") == "kafka" else None
+    metadata: dict[str, Any] = {"job": "snapshot", "logical_date": spec.logical_date, "run_id": spec.run_id,
+                                "primary_key": spec.primary_key, "source": describe(source)}
     if source.get("format") == "delta" and source.get("version") is not None:
         metadata["source_version"] = int(source["version"])
     if topic is not None:
         metadata["source_offsets"] = topic.end_offsets()
     if rebuilding is not None:
         metadata["rebuild"] = rebuilding
-
-    # The version this run compares the source with (-1: none yet): its commit must land right on top
-    # of it. That is the head read above, unless a rebuild's restore has just moved it.
+    # The commit lands right on top of the head read above, unless a rebuild's restore has just moved it.
     if entries is None:
         base = -1
     else:
         base = latest_version(spark, uri) if rebuilding is not None else int(entries[0]["version"])
-    # the fast path applies the source's changes since the head's source version: never on a rebuild,
-    # whose restore just moved the head away from the entries read above
-    partition_by = spec.partition_by
-    if exists and partition_by:
-        check_layout(spark, uri, partition_by, f"Snapshot {name}")
-    since = _cdf_since(spark, uri, source, key, entries[0]) if entries is not None and rebuilding is None else None
-    if entries is not None and since is not None:
-        with on_top_of(spark, base):
-            entry = _apply_source_changes(spark, uri, source, key, name, since,
-                                          int(entries[0]["metadata"]["rows"]), metadata, base, partition_by)
-        return _result(wh, rel, entry, source, reused=False, read="change_data_feed")
-    # a Kafka source reads on from the offsets the head recorded, unless it replays the whole topic
-    read_on = (upsert_kafka.read_on(spark, uri, topic, key, entries[0])
-               if topic is not None and entries is not None and rebuilding is None else None)
-    if entries is not None and read_on is not None:
-        with on_top_of(spark, base):
-            entry = upsert_kafka.apply(spark, uri, read_on, key, int(entries[0]["metadata"]["rows"]), metadata,
-                                       base, _record_if_unchanged)
-        return _result(wh, rel, entry, source, reused=False, read="kafka_offsets", source_ref=read_on.reference())
+    if entries is not None and spec.partition_by:
+        check_layout(spark, uri, spec.partition_by, f"Snapshot {spec.name}")
+    return _Run(spark, spec, uri, entries, rebuilding, source, topic, metadata, base)
 
-    df = upsert_kafka.table(spark, topic, key) if topic is not None else read_source(spark, source)
-    check_column_names(df.columns, f"Snapshot {name}")
-    if exists:
-        require_columns(df.columns, key, f"Snapshot {name}: primary key column(s)")
-        table_schema = read_table(spark, uri).schema
-        renames = pending_renames(spec.renames, table_schema.names, df.columns, f"Snapshot {name}")
-        df, added = _align_schema(table_schema, df, name, spec.allow_schema_evolution, renames)
-        # the key check and the change detection are one pass over the extract, before anything is written
-        changes, metadata["rows"] = _detect_changes(spark, uri, df, key, added, partition_by or [], renames,
-                                                    f"Snapshot {name}")
-        if renames:  # metadata-only commits of their own, before the snapshot's
-            base = apply_renames(spark, uri, renames, spec.run_id, base)
-        with commit_metadata(spark, metadata), on_top_of(spark, base):
-            entry = _merge(spark, uri, df, key, added, metadata, base, partition_by, changes=changes)
+
+def _change_data_feed(run: _Run) -> SnapshotResult | None:
+    """The fast path of a Delta source with Change Data Feed (the module docstring); None when it
+    does not apply."""
+    head = run.head
+    since = _cdf_since(run.spark, run.uri, run.source, run.spec.primary_key, head) if head is not None else None
+    if head is None or since is None:
+        return None
+    with on_top_of(run.spark, run.base):
+        entry = _apply_source_changes(run.spark, run.uri, run.source, run.spec.primary_key, run.spec.name, since,
+                                      int(head["metadata"]["rows"]), run.metadata, run.base, run.spec.partition_by)
+    return run.result(entry, "change_data_feed")
+
+
+def _kafka_read_on(run: _Run) -> SnapshotResult | None:
+    """A Kafka source read on from the offsets the head recorded; None when it replays the whole
+    topic (first run, another topic, ``full_reread``) or is no Kafka source."""
+    head, key = run.head, run.spec.primary_key
+    read_on = upsert_kafka.read_on(run.spark, run.uri, run.topic, key, head) if run.topic is not None and head else None
+    if head is None or read_on is None:
+        return None
+    with on_top_of(run.spark, run.base):
+        entry = upsert_kafka.apply(run.spark, run.uri, read_on, key, int(head["metadata"]["rows"]), run.metadata,
+                                   run.base, _record_if_unchanged)
+    return run.result(entry, "kafka_offsets", source_ref=read_on.reference())
+
+
+def _full_extract(run: _Run) -> SnapshotResult:
+    """Read the whole source and write it as the table's first version or MERGE it into the table;
+    then replay the later dates of a rebuild."""
+    spark, spec = run.spark, run.spec
+    topic = run.topic
+    df = upsert_kafka.table(spark, topic, spec.primary_key) if topic is not None else read_source(spark, run.source)
+    check_column_names(df.columns, f"Snapshot {spec.name}")
+    if run.entries is not None:
+        entry = _merge_extract(run, df)
     else:
-        _write_first(spark, uri, df, key, name, metadata, partition_by)
-        entry = _own_commit(spark, uri, metadata, base)
-    replayed = rebuild.finish(spark, spec, uri, entry, _merge) if rebuilding is not None else None
-    return _result(wh, rel, entry, source, reused=False, replayed=replayed,
-                   source_ref=topic.reference() if topic is not None else None)
+        _write_first(spark, run.uri, df, spec.primary_key, spec.name, run.metadata, spec.partition_by)
+        entry = _own_commit(spark, run.uri, run.metadata, run.base)
+    replayed = rebuild.finish(spark, spec, run.uri, entry, _merge) if run.rebuilding is not None else None
+    return run.result(entry, "full_extract", replayed=replayed,
+                      source_ref=run.topic.reference() if run.topic is not None else None)
 
 
-def _write_first(spark, uri: str, df, key: list[str], name: str, metadata: dict[str, Any],
+def _merge_extract(run: _Run, df: DataFrame) -> dict[str, Any]:
+    """MERGE the full extract into the table after the schema checks and renames; the key check and
+    the change detection are one pass over the extract, before anything is written."""
+    spark, spec, name, key, base = run.spark, run.spec, run.spec.name, run.spec.primary_key, run.base
+    require_columns(df.columns, key, f"Snapshot {name}: primary key column(s)")
+    table_schema = read_table(spark, run.uri).schema
+    renames = pending_renames(spec.renames, table_schema.names, df.columns, f"Snapshot {name}")
+    df, added = _align_schema(table_schema, df, name, spec.allow_schema_evolution, renames)
+    changes, run.metadata["rows"] = _detect_changes(spark, run.uri, df, key, added, spec.partition_by, renames,
+                                                    f"Snapshot {name}")
+    if renames:  # metadata-only commits of their own, before the snapshot's
+        base = apply_renames(spark, run.uri, renames, spec.run_id, base)
+    with commit_metadata(spark, run.metadata), on_top_of(spark, base):
+        return _merge(spark, run.uri, df, key, added, run.metadata, base, spec.partition_by, changes=changes)
+
+
+def _write_first(spark: SparkSession, uri: str, df: DataFrame, key: list[str], name: str, metadata: dict[str, Any],
                  partition_by: list[str] | None) -> None:
     """Write the table's first version, each row with its hash (:mod:`spark_jobs.delta.row_hash`): the key
     check and the write both read the extract, so it is cached for the two passes."""
@@ -244,7 +313,7 @@ def _write_first(spark, uri: str, df, key: list[str], name: str, metadata: dict[
         df.unpersist()
 
 
-def _merge(spark, uri: str, df, key: list[str], added: list[str], metadata: dict[str, Any],
+def _merge(spark: SparkSession, uri: str, df: DataFrame, key: list[str], added: list[str], metadata: dict[str, Any],
            base: int, partition_by: list[str] | None = None, changes: Changes | None = None) -> dict[str, Any]:
     """MERGE the extract: update changed rows, insert new keys, delete vanished ones. ``added`` are
     columns new to the table (schema evolution): a row changes if it has a value there. With
@@ -304,8 +373,8 @@ class Changes:
     count: int
 
 
-def _detect_changes(spark, uri: str, df, key: list[str], added: list[str], partition_by: list[str],
-                    renames: dict[str, str], where: str) -> tuple[Changes, int]:
+def _detect_changes(spark: SparkSession, uri: str, df: DataFrame, key: list[str], added: list[str],
+                    partition_by: list[str], renames: dict[str, str], where: str) -> tuple[Changes, int]:
     """The key check and the change detection in one pass over the extract: fail on a null or
     duplicate key, else return the change rows (:func:`_changed_rows`) and the extract's row count.
 
@@ -329,8 +398,8 @@ def _detect_changes(spark, uri: str, df, key: list[str], added: list[str], parti
     return Changes(kept, int(totals["changed"] or 0)), rows
 
 
-def _changed_rows(table, df, key: list[str], added: list[str], partition_by: list[str],
-                  renames: dict[str, str]):
+def _changed_rows(table: DataFrame, df: DataFrame, key: list[str], added: list[str], partition_by: list[str],
+                  renames: dict[str, str]) -> DataFrame:
     """The extract's rows that differ from the ``table`` (new keys and changed rows), its rows whose key
     is not unique (``EXTRACT_ROWS`` > 1), plus one row per vanished key (``VANISHED`` true), from a
     full outer join on the key of the extract with the table's keys and row hashes. Each extract row
@@ -342,7 +411,7 @@ def _changed_rows(table, df, key: list[str], added: list[str], partition_by: lis
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    def col(name):
+    def col(name: str) -> Column:
         return F.col(f"`{name}`")
 
     keys = [col(c) for c in key]
@@ -364,7 +433,7 @@ def _changed_rows(table, df, key: list[str], added: list[str], partition_by: lis
                     F.col(EXTRACT_ROWS), *[F.col(PRIOR)] if partition_by else []))
 
 
-def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
+def _record_if_unchanged(spark: SparkSession, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
     """The history entry of this run's commit on top of ``base``, run inside
     :func:`~spark_jobs.delta.lake.on_top_of` ``base`` after the MERGE (or instead of it)."""
     own = committed_since(spark, uri, base, metadata["run_id"], f"snapshot table {uri}")
@@ -378,13 +447,14 @@ def _record_if_unchanged(spark, uri: str, metadata: dict[str, Any], base: int) -
     return _own_commit(spark, uri, metadata, base)
 
 
-def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str], newest: dict[str, Any]) -> int | None:
+def _cdf_since(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str],
+               newest: dict[str, Any]) -> int | None:
     """The source version the table's ``newest`` commit recorded, if the fast path applies; else None."""
     wanted = source.get("cdf")
     if source.get("format") != "delta" or wanted is False or source.get("version") is None:
         return None
     path, version = source["path"], int(source["version"])
-    detail = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+    (detail,) = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
     if str((detail["properties"] or {}).get("delta.enableChangeDataFeed", "")).lower() != "true":
         if wanted:
             raise ConfigError(f"Source {path!r} has no Change Data Feed (cdf: true); enable "
@@ -404,7 +474,7 @@ def _cdf_since(spark, uri: str, source: dict[str, Any], key: list[str], newest: 
     return since
 
 
-def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str], name: str, since: int,
+def _apply_source_changes(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str], name: str, since: int,
                           previous_rows: int, metadata: dict[str, Any], base: int,
                           partition_by: list[str]) -> dict[str, Any]:
     """The fast path: MERGE the source's net changes over (since, version] as one commit; returns its
@@ -455,7 +525,7 @@ def _apply_source_changes(spark, uri: str, source: dict[str, Any], key: list[str
     return entry
 
 
-def _check_changed_keys(spark, uri: str, cdf, key: list[str], where: str) -> int:
+def _check_changed_keys(spark: SparkSession, uri: str, cdf: DataFrame, key: list[str], where: str) -> int:
     """Fail if a change leaves a null or duplicate key; return the change in the row count.
 
     The table holds each key at most once (it was checked when recorded), so per changed key the
@@ -473,7 +543,8 @@ def _check_changed_keys(spark, uri: str, cdf, key: list[str], where: str) -> int
     return int(totals["delta"] or 0)
 
 
-def _align_schema(table_schema, df, name: str, allow_evolution: bool, renames: dict[str, str]):
+def _align_schema(table_schema: StructType, df: DataFrame, name: str, allow_evolution: bool,
+                  renames: dict[str, str]) -> tuple[DataFrame, list[str]]:
     """Refuse schema drift unless allowed; when allowed, new columns are added and dropped columns
     become null (a snapshot records what the source has now). A changed type is always refused.
     The table's columns (``table_schema``) are compared under the names ``renames`` is about to give them."""
@@ -503,7 +574,7 @@ def _align_schema(table_schema, df, name: str, allow_evolution: bool, renames: d
     return df, added
 
 
-def _own_commit(spark, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
+def _own_commit(spark: SparkSession, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
     """The commit this run just made on top of version ``base``; another run's commit in its place is a
     :class:`~spark_jobs.errors.ConcurrentWriteError`."""
     own = committed_since(spark, uri, base, metadata["run_id"], f"snapshot table {uri}")

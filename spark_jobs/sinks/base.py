@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from spark_jobs.errors import ConfigError, DestinationError
 from spark_jobs.sinks.batch import ChangeBatch, ChangeRecord  # ChangeRecord: part of the sink protocol
-from spark_jobs.sinks.options import SinkOptions
+from spark_jobs.contract.destinations import SinkOptions
 
 from spark_jobs.errors import RetryableError  # noqa: F401  (part of the sink protocol, for sink authors)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 OPERATIONS = ("upsert", "insert", "update", "delete")
 
@@ -125,7 +128,7 @@ class Sink:
     still *declare* them so (``max_parallelism = 1``), which then becomes its capabilities.
 
     Options: building a sink parses the destination dict into ``options_class`` (see
-    :mod:`spark_jobs.sinks.options`), which happens on the Spark driver before anything is sent, so
+    :mod:`spark_jobs.contract.destinations`), which happens on the Spark driver before anything is sent, so
     a misspelt or mistyped option fails the sync up front. A sink that declares no options class (a
     third-party sink from before typed options) keeps reading ``config.options`` as it always did;
     its options cannot be checked, since nothing says which it reads, and ``options`` is None.
@@ -198,7 +201,7 @@ class FrameSink(Sink):
     is atomic where the format allows. There are no per-record rejects: the write succeeds or fails.
     """
 
-    def write_frame(self, spark, frame) -> dict[str, Any]:
+    def write_frame(self, spark: SparkSession, frame: DataFrame) -> dict[str, Any]:
         """Apply ``frame`` (destination fields plus ``_op`` and ``_change``); return the stats
         (``sent``, ``inserted``, ``updated``, ``deleted``) as a :class:`~spark_jobs.sinks.core.Stats`
         dict."""

@@ -18,9 +18,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
 
 META = ("_op", "_change", "_key")
 
@@ -65,7 +68,7 @@ class ChangeBatch(Sequence):
     def __len__(self) -> int:
         return self.table.num_rows
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
             if step != 1:
@@ -122,7 +125,7 @@ class ChangeBatch(Sequence):
 NOT_UTF8 = "_not_utf8"
 
 
-def with_json(frame, key_fields: Sequence[str], fields: Sequence[str]):
+def with_json(frame: DataFrame, key_fields: Sequence[str], fields: Sequence[str]) -> DataFrame:
     """The operations as ``_op``, ``_change``, ``_key``, ``_key_json`` and ``_data_json``: the key and
     the row as compact JSON objects with sorted field names and nulls kept (``{"id":1}``,
     ``{"city":null,"id":1,"name":"ann"}``), written by the JVM (Spark's ``to_json``) inside the same
@@ -132,7 +135,7 @@ def with_json(frame, key_fields: Sequence[str], fields: Sequence[str]):
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
-    def as_json(names):
+    def as_json(names: Sequence[str]) -> Column:
         return F.to_json(F.struct(*[F.col(f"`{n}`") for n in sorted(names)]), {"ignoreNullFields": "false"})
 
     is_delete = F.col("_op") == "delete"

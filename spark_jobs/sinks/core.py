@@ -25,13 +25,17 @@ import time
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
-from spark_jobs.sinks.base import Rejected, Retry, Sink
+from spark_jobs.contract.destinations import DeliveryPolicy
+from spark_jobs.sinks.base import Outcome, Rejected, Retry, Sink
 from spark_jobs.sinks.batch import ChangeBatch
 from spark_jobs.errors import DestinationError, DestinationUnreachableError, RetryableError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger("airflow_reverse_etl.sink")
 
@@ -39,17 +43,6 @@ OUTCOME_DDL = "kind STRING, op STRING, change STRING, key STRING, error STRING, 
 OUTCOME_COLUMNS = ("kind", "op", "change", "key", "error", "attempts", "stats")
 #: Reject rows buffered before they are yielded as one Arrow batch.
 OUTCOME_BATCH = 10_000
-
-
-@dataclass(frozen=True)
-class DeliveryPolicy:
-    batch_size: int = 500
-    max_attempts: int = 6
-    backoff_initial: float = 0.5
-    backoff_max: float = 30.0
-    progress_every: float = 10.0  # seconds between progress lines in the log
-    concurrency: int = 1  # batches in flight at once inside one partition
-    rate_limit: float | None = None  # records per second for this partition (the sync splits its own)
 
 
 @dataclass
@@ -142,76 +135,89 @@ class Reject(NamedTuple):
 
 def send_batch(sink: Sink, batch: ChangeBatch, policy: DeliveryPolicy, stats: Stats) -> list[Reject]:
     """Deliver one batch; return a :class:`Reject` for each record rejected for good."""
-    pending = batch
-    rejects: list[Reject] = []
-    attempts = 0
-    not_utf8 = batch.not_utf8()
-    if not_utf8:  # the destination would get these altered: the ledger keeps them, the rest goes on
-        rejects = [Reject(batch.ops[i], batch.changes[i], batch.ids[i],
-                          f"{sink.name}: the text in {names} is not valid UTF-8 (JSON cannot carry it as it is)", 1)
-                   for i, names in not_utf8.items()]
-        pending = batch.take(i for i in range(len(batch)) if i not in not_utf8)
+    return _BatchDelivery(sink, policy, stats, batch).run()
 
-    def reject(i: int, reason: str) -> None:
-        rejects.append(Reject(pending.ops[i], pending.changes[i], pending.ids[i], reason, attempts))
 
-    def attempt() -> None:
-        nonlocal pending, attempts
-        attempts += 1
-        outcomes = sink.write_batch(pending)
+class _BatchDelivery:
+    """One batch on its way: the records still pending, the rejects so far, the attempts made. Each
+    attempt sends the pending records; those the sink asks to retry stay pending for the next one
+    (tenacity schedules it, with the policy's backoff), the rest are counted or rejected."""
+
+    def __init__(self, sink: Sink, policy: DeliveryPolicy, stats: Stats, batch: ChangeBatch):
+        self.sink, self.policy, self.stats = sink, policy, stats
+        self.attempts = 0
+        self.rejects: list[Reject] = []
+        self.pending = self._without_bad_text(batch)
+
+    def _without_bad_text(self, batch: ChangeBatch) -> ChangeBatch:
+        """The batch less its records whose text is not UTF-8: the destination would get them altered,
+        so the ledger keeps them and the rest goes on."""
+        not_utf8 = batch.not_utf8()
+        if not not_utf8:
+            return batch
+        reason = "{}: the text in {} is not valid UTF-8 (JSON cannot carry it as it is)"
+        self.rejects = [Reject(batch.ops[i], batch.changes[i], batch.ids[i], reason.format(self.sink.name, names), 1)
+                        for i, names in not_utf8.items()]
+        return batch.take(i for i in range(len(batch)) if i not in not_utf8)
+
+    def run(self) -> list[Reject]:
+        retrying = Retrying(retry=retry_if_exception_type(RetryableError), wait=_WaitHonouringRetryAfter(self.policy),
+                            stop=stop_after_attempt(self.policy.max_attempts), before_sleep=self._before_sleep,
+                            reraise=True)
+        try:
+            if len(self.pending):
+                retrying(self._attempt)
+        except RetryableError as exc:
+            # transient every time: the destination is down or overloaded, not refusing this sync
+            raise DestinationUnreachableError(
+                f"Sink {self.sink.name!r} still failing after {self.attempts} attempts: {exc}") from exc
+        self.stats.batches += 1
+        self.stats.rejected += len(self.rejects)
+        for refused in self.rejects:
+            self.stats.count(refused.op, "rejected")
+        return self.rejects
+
+    def _attempt(self) -> None:
+        self.attempts += 1
+        pending = self.pending
+        outcomes = self.sink.write_batch(pending)
         if len(outcomes) != len(pending):
             raise DestinationError(
-                f"Sink {sink.name!r} returned {len(outcomes)} outcomes for {len(pending)} records"
-            )
-        ops, changes = pending.ops, pending.changes
+                f"Sink {self.sink.name!r} returned {len(outcomes)} outcomes for {len(pending)} records")
         if outcomes.count(None) == len(outcomes):  # the usual case: count the batch, not its records
-            for (op, change), n in Counter(zip(ops, changes)).items():
-                stats.delivered(op, change, n)
-            pending = pending[:0]
+            for (op, change), n in Counter(zip(pending.ops, pending.changes)).items():
+                self.stats.delivered(op, change, n)
+            self.pending = pending[:0]
             return
-        again = []
-        for i, outcome in enumerate(outcomes):
-            if outcome is None:
-                stats.delivered(ops[i], changes[i])
-            elif isinstance(outcome, Rejected):
-                reject(i, outcome.reason)
-            elif isinstance(outcome, Retry):
-                if attempts >= policy.max_attempts:
-                    reject(i, f"still failing after {attempts} attempts: {outcome.reason}")
-                else:
-                    again.append(i)
-            else:
-                raise DestinationError(f"Sink {sink.name!r} returned {outcome!r}, not None/Rejected/Retry")
-        pending = pending.take(again)
+        again = [i for i, outcome in enumerate(outcomes) if not self._settled(i, outcome)]
+        self.pending = pending.take(again)
         if again:
             raise _PendingRecords(f"{len(again)} record(s) to retry")
 
-    def before_sleep(state: RetryCallState) -> None:
-        stats.retried += len(pending)
-        exc = state.outcome.exception() if state.outcome else None
-        log.warning("%s: attempt %d failed (%s); retrying %d record(s)", sink.name, state.attempt_number,
-                    exc, len(pending))
+    def _settled(self, i: int, outcome: Outcome) -> bool:
+        """Count or reject pending record ``i`` by its outcome; False: it is to be sent again."""
+        pending = self.pending
+        if outcome is None:
+            self.stats.delivered(pending.ops[i], pending.changes[i])
+        elif isinstance(outcome, Rejected):
+            self._reject(i, outcome.reason)
+        elif isinstance(outcome, Retry):
+            if self.attempts < self.policy.max_attempts:
+                return False
+            self._reject(i, f"still failing after {self.attempts} attempts: {outcome.reason}")
+        else:
+            raise DestinationError(f"Sink {self.sink.name!r} returned {outcome!r}, not None/Rejected/Retry")
+        return True
 
-    retrying = Retrying(
-        retry=retry_if_exception_type(RetryableError),
-        wait=_WaitHonouringRetryAfter(policy),
-        stop=stop_after_attempt(policy.max_attempts),
-        before_sleep=before_sleep,
-        reraise=True,
-    )
-    try:
-        if len(pending):
-            retrying(attempt)
-    except RetryableError as exc:
-        # transient every time: the destination is down or overloaded, not refusing this sync
-        raise DestinationUnreachableError(
-            f"Sink {sink.name!r} still failing after {attempts} attempts: {exc}"
-        ) from exc
-    stats.batches += 1
-    stats.rejected += len(rejects)
-    for refused in rejects:
-        stats.count(refused.op, "rejected")
-    return rejects
+    def _reject(self, i: int, reason: str) -> None:
+        pending = self.pending
+        self.rejects.append(Reject(pending.ops[i], pending.changes[i], pending.ids[i], reason, self.attempts))
+
+    def _before_sleep(self, state: RetryCallState) -> None:
+        self.stats.retried += len(self.pending)
+        exc = state.outcome.exception() if state.outcome else None
+        log.warning("%s: attempt %d failed (%s); retrying %d record(s)", self.sink.name, state.attempt_number,
+                    exc, len(self.pending))
 
 
 def chunks(arrow_batches: Iterable, size: int, key_fields: list[str], fields: list[str]) -> Iterator[ChangeBatch]:
@@ -321,7 +327,7 @@ def _sent_batches(batches: Iterator[ChangeBatch], lanes: _Lanes, policy: Deliver
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _outcome_batch(rows: list[tuple]):
+def _outcome_batch(rows: list[tuple[Any, ...]]) -> pa.RecordBatch:
     import pyarrow as pa
 
     columns = list(zip(*rows))
@@ -345,7 +351,7 @@ def deliver_partition(
     started = last_report = time.monotonic()
     refused: list[tuple] = []
     try:
-        batches = chunks(arrow_batches, policy.batch_size, key_fields, fields)
+        batches = chunks(arrow_batches, policy.size, key_fields, fields)
         for rejects in _sent_batches(batches, lanes, policy, limiter):
             for op, change, ident, reason, attempts in rejects:
                 refused.append(("reject", op, change, ident, str(reason)[:2000], attempts, None))

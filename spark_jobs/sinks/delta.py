@@ -22,31 +22,28 @@ commit as the rows (a Parquet target is rewritten with it).
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.delta.fs import delete, exists, rename
-from spark_jobs.sinks.base import FrameSink
+from spark_jobs.sinks.base import FrameSink, SinkConfig
 from spark_jobs.sinks.core import Stats
-from spark_jobs.sinks.options import option
-from spark_jobs.sinks.schema import SchemaEvolutionOptions, new_fields
+from spark_jobs.contract.destinations import DeltaOptions
+from spark_jobs.sinks.schema import new_fields
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 
 #: Delta's schema evolution for MERGE: assignments to columns the table lacks add them.
 AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
 
 
-def _session():
+def _session() -> SparkSession:
     """The job's session (prepare and count run on the driver, in the thread that runs the job)."""
     from spark_jobs.session import current_session
 
     return current_session()
-
-
-@dataclass(frozen=True, kw_only=True)
-class DeltaOptions(SchemaEvolutionOptions):
-    path: str = option("where the table is published: any URI Spark can write")
-    format: Literal["delta", "parquet"] = option("the table format", "delta")
 
 
 class DeltaSink(FrameSink):
@@ -54,12 +51,12 @@ class DeltaSink(FrameSink):
     options_class = DeltaOptions
     options: DeltaOptions
 
-    def __init__(self, config):
+    def __init__(self, config: SinkConfig):
         super().__init__(config)
         self.path = self.options.path
         self.format = self.options.format
 
-    def _target(self, spark):
+    def _target(self, spark: SparkSession) -> DataFrame | None:
         """The published table as a DataFrame, or None when nothing was published yet."""
         from spark_jobs.delta.lake import is_delta_table
 
@@ -80,7 +77,7 @@ class DeltaSink(FrameSink):
         target = self._target(_session())
         return 0 if target is None else target.count()
 
-    def write_frame(self, spark, frame) -> dict[str, Any]:
+    def write_frame(self, spark: SparkSession, frame: DataFrame) -> dict[str, Any]:
         stats = Stats(batches=1)  # one Spark action: all delivered or none
         for row in frame.groupBy("_op", "_change").count().collect():  # a handful of rows
             stats.delivered(row["_op"], row["_change"], row["count"])
@@ -92,7 +89,7 @@ class DeltaSink(FrameSink):
             self._rewrite(spark, frame.select(*fields, "_op"), fields, target)
         return asdict(stats)
 
-    def _merge(self, spark, frame, fields: list[str], create: bool) -> None:
+    def _merge(self, spark: SparkSession, frame: DataFrame, fields: list[str], create: bool) -> None:
         from spark_jobs.delta.lake import assignments, insert_values, merge_into, retry_on_conflict
 
         if create:
@@ -104,7 +101,7 @@ class DeltaSink(FrameSink):
         evolve = self.options.schema_evolution == "add_columns"  # a field the table lacks becomes a column
 
         @retry_on_conflict
-        def merge():
+        def merge() -> None:
             if evolve:
                 spark.conf.set(AUTO_MERGE_CONF, "true")
             try:
@@ -118,7 +115,8 @@ class DeltaSink(FrameSink):
 
         merge()
 
-    def _rewrite(self, spark, ops, fields: list[str], target) -> None:
+    def _rewrite(self, spark: SparkSession, ops: DataFrame, fields: list[str],
+                 target: DataFrame | None) -> None:
         from pyspark.sql import functions as F
 
         keys = self.config.key_fields

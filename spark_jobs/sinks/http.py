@@ -39,13 +39,12 @@ from __future__ import annotations
 import email.utils
 import http.client
 import time
-from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 from urllib.parse import urljoin, urlsplit
 
 from spark_jobs.errors import ConfigError, DestinationError, RetryableError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities
-from spark_jobs.sinks.options import SinkOptions, option
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities, SinkConfig
+from spark_jobs.contract.destinations import HttpOptions
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 FATAL_STATUSES = frozenset({401, 403, 404, 405})
@@ -73,7 +72,7 @@ def connection_failure(exc: Exception) -> str:
     return "failed to connect"
 
 
-def _causes(exc: BaseException):
+def _causes(exc: BaseException) -> list[BaseException]:
     """``exc`` and what it wraps: requests and urllib3 pass the socket's error on as an argument."""
     seen: list[BaseException] = []
     pending: list[BaseException] = [exc]
@@ -96,25 +95,13 @@ def retry_after(value: str | None) -> float | None:
         return None if parsed is None else max(0.0, parsed.timestamp() - time.time())
 
 
-@dataclass(frozen=True, kw_only=True)
-class HttpOptions(SinkOptions):
-    url: str | None = option("the full URL batches are sent to", None)
-    endpoint: str | None = option("path joined to the HTTP connection's base URL (instead of url)", None)
-    method: str = option("HTTP method", "POST")
-    headers: dict[str, str] | None = option("non-secret headers (secret ones belong in the connection)", None)
-    timeout: float | list[float] = option("seconds to wait for the server, or [connect, read]", 30.0)
-    record_errors: str | list[str] = option("body fields holding per-record errors ([] turns parsing off)",
-                                            factory=lambda: ["errors", "results"])
-    verify: bool | str = option("verify TLS certificates (or the path of a CA bundle)", True)
-
-
 class HttpSink(Sink):
     name = "http"
     capabilities = SinkCapabilities(wants_json=True)
     options_class = HttpOptions
     options: HttpOptions
 
-    def __init__(self, config):
+    def __init__(self, config: SinkConfig):
         super().__init__(config)
         options = self.options
         self.url = options.url or self._join(options.endpoint)
@@ -124,7 +111,7 @@ class HttpSink(Sink):
         self.timeout = tuple(options.timeout) if isinstance(options.timeout, list) else options.timeout
         fields = options.record_errors
         self.record_error_fields = [fields] if isinstance(fields, str) else fields
-        self.session = None
+        self.session: Any = None  # a requests.Session, opened per partition
 
     def _join(self, endpoint: str | None) -> str | None:
         conn = self.config.connection
@@ -196,7 +183,7 @@ class HttpSink(Sink):
             return [None] * len(records)
         return [Rejected(f"HTTP {status}: {response.text[:500]}")] * len(records)
 
-    def _send(self, body: bytes):
+    def _send(self, body: bytes) -> Any:
         """One request of ``body``, following only redirects that keep the method and the body (307,
         308) and only to the same origin, where the connection's credentials belong. Any other
         redirect is refused: requests would follow a 301/302/303 as a GET without the body, whose 2xx
@@ -219,7 +206,7 @@ class HttpSink(Sink):
         raise DestinationError(f"{self.method} {self.url} redirected more than {MAX_REDIRECTS} times "
                                f"(last to {url}); nothing of this batch was delivered")
 
-    def _record_errors(self, response, size: int) -> list[Outcome] | None:
+    def _record_errors(self, response: Any, size: int) -> list[Outcome] | None:
         """Outcomes from the body's per-record errors, or None when the body reports none."""
         if not self.record_error_fields or not response.content:
             return None

@@ -31,7 +31,7 @@ Around delivery:
   sent or committed.
 * Every run, failed ones included, appends a row to the run history (:mod:`spark_jobs.state.runs`).
 * ``keep_change_sets``: after its commit, a sync deletes the consumer's change sets of the table it
-  has committed past, but the newest few (:mod:`spark_jobs.jobs.retention`).
+  has committed past, but the newest few (:mod:`spark_jobs.state.pruning`).
 """
 
 from __future__ import annotations
@@ -39,26 +39,31 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from spark_jobs import crashpoints, errors, progress
-from spark_jobs.jobs import retention
 from spark_jobs.state import consumers, rejects, runs
+from spark_jobs.state.pruning import prune_change_sets
 from spark_jobs.delta.columns import SYNC_COLUMNS, data_columns
-from spark_jobs.jobs.diff import COUNTED
+from spark_jobs.delta.change_sets import COUNTED
 from spark_jobs.errors import AlreadyCommittedError, ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets
 from spark_jobs.delta.lake import commit_metadata, latest_version, table_history
 from spark_jobs.sinks import resolve_sink
-from spark_jobs.sinks.base import FrameSink, SinkConfig
+from spark_jobs.sinks.base import FrameSink, Sink, SinkConfig
 from spark_jobs.sinks.batch import with_json
-from spark_jobs.sinks.core import OUTCOME_DDL, DeliveryPolicy, Stats, deliver_partition
+from spark_jobs.contract.destinations import DeliveryPolicy
+from spark_jobs.sinks.core import OUTCOME_DDL, Stats, deliver_partition
 from spark_jobs.delta.row_hash import read_table
+from spark_jobs.state.consumers import Position
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 #: The operation that re-sends a ledger row that still exists at the target version.
 RESEND_OPERATION = {"upsert": "upsert", "insert": "insert", "update": "update", "mirror": "upsert"}
@@ -71,7 +76,7 @@ OPERATION_BY_MODE = {
 CHANGE = {"insert": "insert", "update_postimage": "update", "delete": "delete"}
 
 
-def operations(changes, mode: str, key: list[str]):
+def operations(changes: DataFrame, mode: str, key: list[str]) -> DataFrame:
     """Keep the change rows the mode sends, tagged with ``_op`` (destination operation), ``_change``
     (insert/update/delete) and ``_key`` (the key as the reject ledger names it)."""
     from pyspark.sql import functions as F
@@ -83,30 +88,16 @@ def operations(changes, mode: str, key: list[str]):
             .withColumn("_key", rejects.key_json(key)))
 
 
-def apply_mapping(ops, key: list[str], field_mapping: dict[str, str], constants: dict[str, Any]):
-    """Rename source columns to destination fields and add constants.
-
-    With a mapping only the mapped columns are sent (plus the key, under its mapped name or its own);
-    without one every column is sent under its own name. Returns (frame, key fields, all fields).
-    """
+def apply_mapping(ops: DataFrame, spec: SinkSpec) -> tuple[DataFrame, list[str], list[str]]:
+    """Rename change-set columns to destination fields (:meth:`SinkSpec.destination_fields`) and add
+    the constants. Returns (frame, key fields, all fields)."""
     from pyspark.sql import functions as F
 
-    value_columns = data_columns(ops.columns)
-    mapping = dict(field_mapping) if field_mapping else {c: c for c in value_columns}
-    unknown = [c for c in mapping if c not in value_columns]
-    if unknown:
-        raise ConfigError(f"field_mapping names source column(s) {unknown} that the change set lacks; "
-                          f"its columns are {value_columns}")
-    for k in key:
-        mapping.setdefault(k, k)
-    targets = list(mapping.values())
-    clashes = sorted({t for t in targets if targets.count(t) > 1} | (set(constants) & set(targets)))
-    if clashes:
-        raise ConfigError(f"Destination field(s) {clashes} are mapped more than once (field_mapping/constants)")
+    mapping = spec.destination_fields(data_columns(ops.columns))
     selected = [F.col(f"`{src}`").alias(dst) for src, dst in mapping.items()]
-    selected += [F.lit(value).alias(name) for name, value in constants.items()]
+    selected += [F.lit(value).alias(name) for name, value in spec.constants.items()]
     frame = ops.select(*selected, "_op", "_change", "_key")
-    return frame, [mapping[k] for k in key], [*targets, *constants]
+    return frame, [mapping[k] for k in spec.primary_key], [*mapping.values(), *spec.constants]
 
 
 def destination_label(destination: dict[str, Any]) -> str:
@@ -119,39 +110,33 @@ def destination_label(destination: dict[str, Any]) -> str:
     return f"{destination.get('type')}:{target}"
 
 
-def _delivery_policy(spec: SinkSpec, sink_cls, running_at_once: Callable[[], int]) -> DeliveryPolicy:
-    """The spec's ``delivery`` settings with the sink's defaults; a sync-wide ``rate_limit`` is split
-    over the partitions that run at once (``running_at_once``, asked only then: it runs Spark jobs)."""
-    options = {k: v for k, v in spec.delivery.items() if v is not None}
-    unknown = set(options) - set(DeliveryPolicy.__dataclass_fields__)
-    if unknown:
-        raise ConfigError(f"Unknown delivery option(s) {sorted(unknown)}; "
-                          f"known: {sorted(DeliveryPolicy.__dataclass_fields__)}")
-    options.setdefault("batch_size", sink_cls.batch_size)
-    concurrency = int(options.get("concurrency", 1))
-    if concurrency < 1:
-        raise ConfigError(f"delivery concurrency must be at least 1, got {concurrency}")
-    options["concurrency"] = min(concurrency, sink_cls.max_concurrency or concurrency)
-    if options.get("rate_limit"):
-        options["rate_limit"] = float(options["rate_limit"]) / max(1, running_at_once())
-    return DeliveryPolicy(**options)
+def _delivery_policy(spec: SinkSpec, sink_cls: type[Sink], running_at_once: Callable[[], int]) -> DeliveryPolicy:
+    """The spec's ``delivery`` (checked with the spec) resolved against the sink: its batch size
+    when none is given, at most its concurrency, and a sync-wide ``rate_limit`` split over the
+    partitions that run at once (``running_at_once``, asked only then: it runs Spark jobs)."""
+    policy = spec.delivery
+    concurrency = min(policy.concurrency, sink_cls.max_concurrency or policy.concurrency)
+    rate_limit = policy.rate_limit / max(1, running_at_once()) if policy.rate_limit else None
+    return replace(policy, batch_size=policy.batch_size or sink_cls.batch_size, concurrency=concurrency,
+                   rate_limit=rate_limit)
 
 
-def _partitions_running_at_once(spark, frame) -> int:
+def _partitions_running_at_once(spark: SparkSession, frame: DataFrame) -> int:
     """min(the frame's partitions, the cluster's default parallelism), found with the DataFrame API
     alone (no RDD, no SparkContext: the same code runs over Spark Connect). A ``range`` without a
     partition count gets the default parallelism, as ``SparkContext.defaultParallelism`` reports it."""
     from pyspark.sql import functions as F
 
-    def partitions(df) -> int:
+    def partitions(df: DataFrame) -> int:
         # projected first: Spark refuses a non-deterministic expression inside an aggregate
         ids = df.select(F.spark_partition_id().alias("_partition"))
-        return int(ids.agg(F.max("_partition")).first()[0] or 0) + 1
+        return int(ids.agg(F.max("_partition")).collect()[0][0] or 0) + 1
 
     return min(partitions(frame), partitions(spark.range(0, 1 << 16)))
 
 
-def _with_resends(spark, wh: Warehouse, spec: SinkSpec, ops, key: list[str], mode: str):
+def _with_resends(spark: SparkSession, wh: Warehouse, spec: SinkSpec, ops: DataFrame, key: list[str],
+                  mode: str) -> tuple[DataFrame, DataFrame | None, DataFrame | None]:
     """The change set plus the ledger's rows to send again: (operations, ledger, resends), the last
     two None when the consumer's ledger is empty."""
     ledger = rejects.pending(spark, wh, spec.table, spec.consumer)
@@ -164,12 +149,12 @@ def _with_resends(spark, wh: Warehouse, spec: SinkSpec, ops, key: list[str], mod
     return ops.select(*columns, "_op", "_change", "_key").unionByName(resend), ledger, resend
 
 
-def _counted(frame) -> dict[str, int]:
+def _counted(frame: DataFrame) -> dict[str, int]:
     """Records per destination operation, counted: one aggregation over the operations."""
     return {r["_op"]: r["count"] for r in frame.groupBy("_op").count().collect()}
 
 
-def _planned(frame, spec: SinkSpec, changes_version: int) -> dict[str, int]:
+def _planned(frame: DataFrame, spec: SinkSpec, changes_version: int) -> dict[str, int]:
     """Records per destination operation of the change set. The diff counted its rows while writing
     them (its result's ``counts``); when the spec carries those counts for this change set at its
     current version they are the plan, mapped through the mode, and the rows are not read once more
@@ -186,10 +171,21 @@ def _planned(frame, spec: SinkSpec, changes_version: int) -> dict[str, int]:
     return planned
 
 
+#: How Python's traceback ends with one of our errors: ``spark_jobs.errors.<Class>: <message>``.
+_JOB_ERROR_LINE = re.compile(r"spark_jobs\.errors\.(\w+): ([^\n]+)")
+
+
 def _executor_job_error(exc: Exception) -> JobError | None:
-    """A JobError raised by a sink on an executor reaches the driver buried in a Java stack trace;
-    dig it out so the task fails with the sink's own explanation (the destination, the cause)."""
-    found = re.findall(r"spark_jobs\.errors\.(\w+): ([^\n]+)", str(exc))
+    """A JobError a sink raised on an executor, raised again on the driver so the task fails with the
+    sink's own type and explanation (the destination, the cause); None for any other failure.
+
+    Spark gives no better handle than text for it (checked against pyspark 4.2): the executor's
+    Python worker sends the JVM only its formatted traceback, so the driver gets a stage failure
+    whose cause is Spark's ``PythonException`` — the same error condition for every Python error, no
+    exception object, in a classic session and over Spark Connect alike — and pyspark itself reads
+    that text back to show the traceback (``recover_python_exception``). So the last traceback line
+    naming a class of :mod:`spark_jobs.errors` is read, and the class is taken only if it is a JobError."""
+    found = _JOB_ERROR_LINE.findall(str(exc))
     if not found:
         return None
     name, message = found[-1]
@@ -201,7 +197,8 @@ def _executor_job_error(exc: Exception) -> JobError | None:
     return error
 
 
-def _deliver_in_executors(frame, sink_cls, config: SinkConfig, key_fields: list[str], policy: DeliveryPolicy):
+def _deliver_in_executors(frame: DataFrame, sink_cls: type[Sink], config: SinkConfig, key_fields: list[str],
+                          policy: DeliveryPolicy) -> tuple[Stats, DataFrame]:
     """Run the sink over every partition; return (stats, refused records).
 
     The outcome rows are materialized once by an eager local checkpoint (kept in the executors, no
@@ -227,158 +224,213 @@ def _deliver_in_executors(frame, sink_cls, config: SinkConfig, key_fields: list[
     return stats, refused
 
 
-def run_sink(spark, spec: SinkSpec) -> SinkResult:
-    started_at = datetime.now(timezone.utc)
+def run_sink(spark: SparkSession, spec: SinkSpec) -> SinkResult:
+    """Deliver the change set and commit (the module docstring); every run, a failed one too, is
+    recorded in the run history with as much as it got to know. A sync of the version its consumer
+    has already committed, by another run, has nothing left to deliver: it succeeds as already
+    delivered (:class:`~spark_jobs.errors.AlreadyCommittedError`)."""
+    sink_cls = resolve_sink(spec.destination.get("type", ""))
+    run = _SyncRun(spark, spec, sink_cls, destination_label(spec.destination), datetime.now(timezone.utc))
     try:
-        return _run_sink(spark, spec, started_at)
+        return _finish(run, _sync(run))
     except AlreadyCommittedError as exc:
-        return _already_delivered(spark, spec, started_at, exc)
+        return _already_delivered(run, exc)
 
 
-def _already_delivered(spark, spec: SinkSpec, started_at: datetime, exc: AlreadyCommittedError) -> SinkResult:
-    """The result of a sync whose version another run delivered and committed: green, nothing sent,
-    nothing committed, and a run history row that says so."""
-    destination = spec.destination
-    sink_cls = resolve_sink(destination.get("type", ""))
-    run = runs.record(spark, spec.lake, spec, sink=str(sink_cls.name or destination.get("type")),
-                      destination=destination_label(destination), status="already_delivered",
-                      started_at=started_at, error=str(exc))
-    return SinkResult(
-        table=spec.table, consumer=spec.consumer, mode=spec.mode,
-        destination={k: v for k, v in destination.items() if k != "secrets_env"},
-        from_version=spec.from_version, to_version=spec.to_version, dry_run=False, planned={}, resent=0,
-        inputs=[], committed=False, already_delivered=str(exc), stats=Stats().__dict__, outputs=[],
-        run={k: run[k] for k in ("status", "started_at", "finished_at", "duration_s", "outcomes")})
-
-
-def _run_sink(spark, spec: SinkSpec, started_at: datetime) -> SinkResult:
-    wh = spec.lake
-    mode = spec.mode
-    changes_uri = wh.uri(spec.changes)
-    changes_history = table_history(spark, changes_uri, 1)  # the one read of the change set's log
-    if changes_history is None:
-        committed = consumers.committed_version(spark, wh, spec.table, spec.consumer)
-        if committed == spec.to_version:  # a re-run after its version was delivered and pruned
-            raise AlreadyCommittedError(f"Change set {spec.changes} was deleted by retention after {spec.consumer} "
-                                        f"committed its version {committed} of {spec.table}. Nothing was sent.")
-        if committed is not None and committed > spec.to_version:  # a re-run after retention pruned it
-            raise StaleCommitError(f"Change set {spec.changes} was deleted by retention: {spec.consumer} has "
-                                   f"already committed version {committed} of {spec.table}. Nothing was sent.")
-        raise ConfigError(f"Change set {spec.changes} does not exist; run the diff first")
-    fraction = spec.max_reject_fraction
-    destination = spec.destination
-    sink_cls = resolve_sink(destination.get("type", ""))
-    label = destination_label(destination)
-    progress_so_far: dict[str, Any] = {}
-
-    def record_run(status: str, error: str | None = None) -> dict[str, Any]:
-        return runs.record(spark, wh, spec, sink=str(sink_cls.name or destination.get("type")), destination=label,
-                           status=status, started_at=started_at, error=error, **progress_so_far)
-
+def _sync(run: _SyncRun) -> SinkResult:
+    changes_version = _changes_version(run.spark, run.spec)
     try:
-        result = _sync(spark, wh, spec, mode, destination, sink_cls, changes_uri, changes_history[0]["version"],
-                       progress_so_far)
+        prepared = _prepare(run, changes_version)
+        return _write_plan(run, prepared) if run.spec.dry_run else _deliver_and_commit(run, prepared)
     except AlreadyCommittedError:
         raise  # not a failure: run_sink reports it as delivered
     except Exception as exc:
-        record_run("failed", f"{type(exc).__name__}: {exc}"[:4000])
+        run.record("failed", f"{type(exc).__name__}: {exc}"[:4000])
         raise
-    stats = result.stats
-    total = sum(result.planned.values())
-    rejected = stats["rejected"]
+
+
+def _already_delivered(run: _SyncRun, exc: AlreadyCommittedError) -> SinkResult:
+    """The result of a sync whose version another run delivered and committed: green, nothing sent,
+    nothing committed, and a run history row that says so."""
+    spec = run.spec
+    row = run.record("already_delivered", str(exc))
+    return SinkResult(
+        table=spec.table, consumer=spec.consumer, mode=spec.mode,
+        destination={k: v for k, v in spec.destination.items() if k != "secrets_env"},
+        from_version=spec.from_version, to_version=spec.to_version, dry_run=False, planned={}, resent=0,
+        inputs=[], committed=False, already_delivered=str(exc), stats=Stats().__dict__, outputs=[],
+        run={k: row[k] for k in ("status", "started_at", "finished_at", "duration_s", "outcomes")})
+
+
+def _changes_version(spark: SparkSession, spec: SinkSpec) -> int:
+    """The change set's current version (the one read of its log); a change set that is not there
+    was pruned after this very sync committed (a stale re-run) or was never written."""
+    history = table_history(spark, spec.lake.uri(spec.changes), 1)
+    if history is not None:
+        return int(history[0]["version"])
+    committed = consumers.committed_version(spark, spec.lake, spec.table, spec.consumer)
+    if committed == spec.to_version:  # a re-run after its version was delivered and pruned
+        raise AlreadyCommittedError(f"Change set {spec.changes} was deleted by retention after {spec.consumer} "
+                                    f"committed its version {committed} of {spec.table}. Nothing was sent.")
+    if committed is not None and committed > spec.to_version:  # a re-run after retention pruned it
+        raise StaleCommitError(f"Change set {spec.changes} was deleted by retention: {spec.consumer} has "
+                               f"already committed version {committed} of {spec.table}. Nothing was sent.")
+    raise ConfigError(f"Change set {spec.changes} does not exist; run the diff first")
+
+
+@dataclass
+class _SyncRun:
+    """One sync and what its run-history row says of it, filled in as the sync goes (the plan, then
+    the delivery's stats, then the commit), so a failure records how far the sync got."""
+
+    spark: SparkSession
+    spec: SinkSpec
+    sink_cls: type[Sink]
+    label: str
+    started_at: datetime
+    planned: dict[str, int] = field(default_factory=dict)
+    resent: int = 0
+    stats: dict[str, Any] | None = None
+    committed: bool = False
+
+    @property
+    def sink_name(self) -> str:
+        return str(self.sink_cls.name or self.spec.destination.get("type"))
+
+    def record(self, status: str, error: str | None = None) -> dict[str, Any]:
+        return runs.record(self.spark, self.spec.lake, self.spec, sink=self.sink_name, destination=self.label,
+                           status=status, started_at=self.started_at, error=error, planned=self.planned,
+                           stats=self.stats, resent=self.resent, committed=self.committed)
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """The sync's operations as the sink receives them, and what goes with them."""
+
+    ops: DataFrame  # the change set's operations plus the ledger's resends, before the mapping
+    ledger: DataFrame | None  # the consumer's reject ledger (None: empty)
+    frame: DataFrame  # the operations under destination field names
+    key_fields: list[str]
+    config: SinkConfig
+    sink: Sink  # built on the driver: its options parsed, its capabilities checked against the mode
+    schema: dict[str, str]  # destination field -> Spark SQL type
+    result: Callable[..., SinkResult]  # the SinkResult with what every outcome shares
+
+
+def _prepare(run: _SyncRun, changes_version: int) -> _Prepared:
+    """Read the change set, add the ledger's resends, map to destination fields, plan."""
+    spark, spec, wh = run.spark, run.spec, run.spec.lake
+    key, destination = spec.primary_key, spec.destination
+    ops = operations(spark.read.format("delta").load(wh.uri(spec.changes)), spec.mode, key)
+    ops, ledger, resend = _with_resends(spark, wh, spec, ops, key, spec.mode)
+    frame, key_fields, fields = apply_mapping(ops, spec)
+    schema = {f.name: f.dataType.simpleString() for f in frame.schema.fields if f.name not in SYNC_COLUMNS}
+    config = SinkConfig(destination=destination, key_fields=key_fields, fields=fields, mode=spec.mode,
+                        secrets=read_secrets(destination.get("secrets_env"), "destination"),
+                        delivered_version=spec.from_version)
+    sink = run.sink_cls(config)
+    run.planned = _planned(frame, spec, changes_version) if resend is None else _counted(frame)
+    run.resent = 0 if resend is None else resend.count()
+    result = partial(
+        SinkResult, table=spec.table, consumer=spec.consumer, mode=spec.mode,
+        destination={k: v for k, v in destination.items() if k != "secrets_env"},
+        from_version=spec.from_version, to_version=spec.to_version, dry_run=spec.dry_run, planned=run.planned,
+        resent=run.resent, inputs=[table_ref(wh, spec.changes, changes_version), table_ref(wh, spec.table,
+                                                                                            spec.to_version)])
+    return _Prepared(ops, ledger, frame, key_fields, config, sink, schema, result)
+
+
+def _write_plan(run: _SyncRun, prepared: _Prepared) -> SinkResult:
+    """A dry run: the would-be operations go to ``plans/<consumer>/<table>``; nothing is sent."""
+    spark, spec, wh = run.spark, run.spec, run.spec.lake
+    plan_rel = f"plans/{spec.consumer}/{spec.table}"
+    with commit_metadata(spark, {"job": spec.job, "dry_run": True, "run_id": spec.run_id,
+                                 "to_version": spec.to_version}):
+        _as_sent(prepared.frame, prepared.key_fields).write.format("delta").mode("overwrite") \
+            .option("overwriteSchema", "true").save(wh.uri(plan_rel))
+    plan_ref = table_ref(wh, plan_rel, latest_version(spark, wh.uri(plan_rel)))
+    return prepared.result(committed=False, plan=plan_ref, stats=Stats().__dict__, outputs=[plan_ref])
+
+
+def _deliver_and_commit(run: _SyncRun, prepared: _Prepared) -> SinkResult:
+    """Check the consumer's position, deliver, settle the reject ledger, commit, prune."""
+    spark, spec = run.spark, run.spec
+    expected = None  # the consumer's commit this sync moves on from (compare-and-set)
+    if spec.commit:  # a stale sync fails here, before sending anything
+        expected = consumers.require_position(spark, spec.lake, spec.table, spec.consumer, spec.from_version,
+                                              spec.to_version)
+    sink = prepared.sink
+    sink.prepare(prepared.schema)
+    if spec.mode == "mirror" and run.planned.get("delete"):
+        _guard_mass_delete(spark, spec.lake, sink, run.planned["delete"], spec)
+    policy = _delivery_policy(spec, run.sink_cls, partial(_partitions_running_at_once, spark, prepared.frame))
+    delivery_started = time.monotonic()
+    with progress.reporting(spark, f"sink {spec.table} -> {run.label}", sum(run.planned.values()),
+                            policy.progress_every):
+        stats, refused = _deliver(spark, sink, prepared.frame, prepared.config, prepared.key_fields, policy)
+    # delivery_s: wall time of the delivery itself (reading the operations, sending, acknowledgements),
+    # without the planning, ledger, commit and run history around it.
+    delivery_s = round(time.monotonic() - delivery_started, 3)
+    run.stats = stats.__dict__
+    crashpoints.reached("sink.delivered")
+    if prepared.ledger is not None or stats.rejected:
+        _settle_ledger(run, prepared, refused)
+    crashpoints.reached("sink.ledger_settled")
+    if expected is not None:
+        _commit(run, expected, prepared, sink, policy)
+    return prepared.result(committed=run.committed, stats=run.stats, delivery_s=delivery_s,
+                           outputs=[{"name": run.label, "uri": None, "version": None}])
+
+
+def _settle_ledger(run: _SyncRun, prepared: _Prepared, refused: DataFrame) -> None:
+    """The ledger keeps what was refused again and drops what got through (:mod:`spark_jobs.state.rejects`)."""
+    from pyspark.sql import functions as F
+
+    processed = prepared.ops.select("_key")
+    if prepared.ledger is not None:
+        processed = processed.unionByName(prepared.ledger.select(F.col("key").alias("_key")))
+    spec = run.spec
+    rejects.settle(run.spark, spec.lake, spec.table, spec.consumer, run.sink_name, spec.to_version, processed,
+                   refused)
+
+
+def _commit(run: _SyncRun, expected: Position, prepared: _Prepared, sink: Sink, policy: DeliveryPolicy) -> None:
+    """Move the consumer to the target version (compare-and-set on ``expected``), then prune its
+    consumed change sets. A sync that lost the commit to one running at the same time puts back
+    what it overwrote and fails."""
+    spec = run.spec
+    try:
+        consumers.commit_from(run.spark, spec.lake, expected, spec.to_version, spec.run_id)
+    except StaleCommitError as exc:
+        restored = _restore_committed_rows(run.spark, spec.lake, spec, prepared.ops, sink, prepared.config, policy)
+        raise StaleCommitError(f"{exc} {restored}") from None
+    run.committed = True
+    prune_change_sets(spec.lake, spec.table, spec.consumer, spec.to_version, spec.keep_change_sets)
+
+
+def _finish(run: _SyncRun, result: SinkResult) -> SinkResult:
+    """Record the run and return its result; more rejects than ``max_reject_fraction`` allows (or
+    every record of the change set) fail the task after that, what was delivered staying committed."""
+    fraction, total, rejected = run.spec.max_reject_fraction, sum(result.planned.values()), result.stats["rejected"]
     # A change set the destination refused whole was not delivered at all: never green, whatever the
     # fraction (ledger rows that are refused again alone leave the run green, as before).
     refused_all = total > result.resent and rejected >= total
     too_many = not result.dry_run and (refused_all or (fraction is not None and rejected > fraction * total))
     status = "dry_run" if result.dry_run else "too_many_rejects" if too_many else "success"
-    run = record_run(status)
-    result = replace(result, run={k: run[k] for k in ("status", "started_at", "finished_at", "duration_s", "outcomes")})
+    row = run.record(status)
+    result = replace(result, run={k: row[k] for k in ("status", "started_at", "finished_at", "duration_s", "outcomes")})
     if too_many:
         limit = "every one of them" if refused_all else f"more than max_reject_fraction={fraction:g}"
         raise DestinationError(
-            f"{rejected} of {total} records ({rejected / total:.1%}) were rejected by {label}, {limit}. "
-            f"The {stats['sent']} delivered records are committed (version {spec.to_version}); the "
+            f"{rejected} of {total} records ({rejected / total:.1%}) were rejected by {run.label}, {limit}. "
+            f"The {result.stats['sent']} delivered records are committed (version {run.spec.to_version}); the "
             "rejected ones are in _system/rejects with their errors and will be sent again on the next run."
         )
     return result
 
 
-def _sync(spark, wh: Warehouse, spec: SinkSpec, mode: str, destination: dict[str, Any], sink_cls,
-          changes_uri: str, changes_version: int, progress_so_far: dict[str, Any]) -> SinkResult:
-    from pyspark.sql import functions as F
-
-    key = spec.primary_key
-    ops = operations(spark.read.format("delta").load(changes_uri), mode, key)
-    ops, ledger, resend = _with_resends(spark, wh, spec, ops, key, mode)
-    frame, key_fields, fields = apply_mapping(ops, key, spec.field_mapping, spec.constants)
-    schema = {f.name: f.dataType.simpleString() for f in frame.schema.fields if f.name not in SYNC_COLUMNS}
-    config = SinkConfig(destination=destination, key_fields=key_fields, fields=fields, mode=mode,
-                        secrets=read_secrets(destination.get("secrets_env"), "destination"),
-                        delivered_version=spec.from_version)
-    sink = sink_cls(config)
-
-    planned = _planned(frame, spec, changes_version) if resend is None else _counted(frame)
-    resent = 0 if resend is None else resend.count()
-    progress_so_far.update(planned=planned, resent=resent)
-    dry_run = spec.dry_run
-    result = partial(
-        SinkResult, table=spec.table, consumer=spec.consumer, mode=mode,
-        destination={k: v for k, v in destination.items() if k != "secrets_env"},
-        from_version=spec.from_version, to_version=spec.to_version,
-        dry_run=dry_run, planned=planned, resent=resent,
-        inputs=[table_ref(wh, spec.changes, changes_version),
-                table_ref(wh, spec.table, spec.to_version)],
-    )
-    if dry_run:
-        plan_rel = f"plans/{spec.consumer}/{spec.table}"
-        with commit_metadata(spark, {"job": spec.job, "dry_run": True, "run_id": spec.run_id,
-                                     "to_version": spec.to_version}):
-            _as_sent(frame, key_fields).write.format("delta").mode("overwrite").option("overwriteSchema", "true") \
-                .save(wh.uri(plan_rel))
-        plan_ref = table_ref(wh, plan_rel, latest_version(spark, wh.uri(plan_rel)))
-        return result(committed=False, plan=plan_ref, stats=Stats().__dict__, outputs=[plan_ref])
-
-    expected = None  # the consumer's commit this sync moves on from (compare-and-set)
-    if spec.commit:  # a stale sync fails here, before sending anything
-        expected = consumers.require_position(spark, wh, spec.table, spec.consumer, spec.from_version,
-                                              spec.to_version)
-    sink.prepare(schema)
-    if mode == "mirror" and planned.get("delete"):
-        _guard_mass_delete(spark, wh, sink, planned["delete"], spec)
-
-    policy = _delivery_policy(spec, sink_cls, partial(_partitions_running_at_once, spark, frame))
-    delivery_started = time.monotonic()
-    with progress.reporting(spark, f"sink {spec.table} -> {destination_label(destination)}",
-                            sum(planned.values()), policy.progress_every):
-        stats, refused = _deliver(spark, sink, frame, config, key_fields, policy)
-    delivery_s = round(time.monotonic() - delivery_started, 3)
-    progress_so_far["stats"] = stats.__dict__
-    crashpoints.reached("sink.delivered")
-    if ledger is not None or stats.rejected:
-        processed = ops.select("_key")
-        if ledger is not None:
-            processed = processed.unionByName(ledger.select(F.col("key").alias("_key")))
-        rejects.settle(spark, wh, spec.table, spec.consumer, str(sink_cls.name or destination.get("type")),
-                       spec.to_version, processed, refused)
-
-    crashpoints.reached("sink.ledger_settled")
-    committed = False
-    if expected is not None:
-        try:
-            consumers.commit_from(spark, wh, expected, spec.to_version, spec.run_id)
-        except StaleCommitError as exc:
-            restored = _restore_committed_rows(spark, wh, spec, ops, sink, config, policy)
-            raise StaleCommitError(f"{exc} {restored}") from None
-        committed = True
-        retention.prune_change_sets(wh, spec.table, spec.consumer, spec.to_version, spec.keep_change_sets)
-    progress_so_far["committed"] = committed
-    # delivery_s: wall time of the delivery itself (reading the operations, sending, acknowledgements),
-    # without the planning, ledger, commit and run history around it.
-    return result(committed=committed, stats=stats.__dict__, delivery_s=delivery_s,
-                  outputs=[{"name": destination_label(destination), "uri": None, "version": None}])
-
-
-def _deliver(spark, sink, frame, config: SinkConfig, key_fields: list[str], policy: DeliveryPolicy):
+def _deliver(spark: SparkSession, sink: Sink, frame: DataFrame, config: SinkConfig, key_fields: list[str],
+             policy: DeliveryPolicy) -> tuple[Stats, DataFrame]:
     """Send ``frame`` through the sink; return (stats, refused records)."""
     if isinstance(sink, FrameSink):
         stats = Stats()
@@ -387,7 +439,8 @@ def _deliver(spark, sink, frame, config: SinkConfig, key_fields: list[str], poli
     return _deliver_in_executors(frame, type(sink), config, key_fields, policy)
 
 
-def _restore_committed_rows(spark, wh: Warehouse, spec: SinkSpec, ops, sink, config: SinkConfig,
+def _restore_committed_rows(spark: SparkSession, wh: Warehouse, spec: SinkSpec, ops: DataFrame, sink: Sink,
+                            config: SinkConfig,
                             policy: DeliveryPolicy) -> str:
     """This sync delivered, then lost its commit to a sync of the same consumer that ran at the same
     time (both passed the position check before either committed). Its rows may have overwritten the
@@ -404,13 +457,13 @@ def _restore_committed_rows(spark, wh: Warehouse, spec: SinkSpec, ops, sink, con
     snapshot = read_table(spark, wh.uri(spec.table), now.version)
     sent = ops.select(F.col("_key").alias("key"), F.col("_change").alias("change")).distinct()
     resend = rejects.resend_frame(sent, snapshot, key, columns, RESEND_OPERATION[mode], mode == "mirror")
-    frame, key_fields, _ = apply_mapping(resend, key, spec.field_mapping, spec.constants)
+    frame, key_fields, _ = apply_mapping(resend, spec)
     stats, _ = _deliver(spark, sink, frame, config, key_fields, policy)
     return (f"Its {stats.sent} row(s) were sent again as they are at version {now.version}, so the "
             "destination matches the committed version.")
 
 
-def _as_sent(frame, key_fields: list[str]):
+def _as_sent(frame: DataFrame, key_fields: list[str]) -> DataFrame:
     """The operations as a sink receives them: a delete carries its key only (the change set keeps
     the deleted row's last values, which are not sent)."""
     from pyspark.sql import functions as F
@@ -423,7 +476,7 @@ def _as_sent(frame, key_fields: list[str]):
     ])
 
 
-def _guard_mass_delete(spark, wh: Warehouse, sink, deletes: int, spec: SinkSpec) -> None:
+def _guard_mass_delete(spark: SparkSession, wh: Warehouse, sink: Sink, deletes: int, spec: SinkSpec) -> None:
     """Mirror mode must not wipe a destination because a source came back empty.
 
     The deletes are weighed against what the destination held before this change set: the larger of

@@ -47,13 +47,12 @@ missing topic; by default a missing topic is an error), ``flush_timeout``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from spark_jobs.errors import DestinationError, RetryableError
 from spark_jobs.kafka_clients import client_config
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities
-from spark_jobs.sinks.options import SinkOptions, option
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities, SinkConfig
+from spark_jobs.contract.destinations import KafkaOptions
 
 PRODUCER_DEFAULTS = {
     "acks": "all",
@@ -72,16 +71,6 @@ PRODUCER_DEFAULTS = {
 }
 
 
-@dataclass(frozen=True, kw_only=True)
-class KafkaOptions(SinkOptions):
-    topic: str = option("the topic the changes are published to")
-    bootstrap_servers: str | None = option("the brokers (host:port,…), when the connection names none", None)
-    producer_config: dict[str, Any] | None = option("non-secret librdkafka producer settings", None)
-    create_topic: bool | dict[str, Any] = option("create a missing topic: true, or {partitions, replication_factor, "
-                                                 "config}", False)
-    flush_timeout: float = option("seconds to wait for a batch's acknowledgements", 60.0)
-
-
 class KafkaSink(Sink):
     name = "kafka"
     capabilities = SinkCapabilities(
@@ -92,11 +81,11 @@ class KafkaSink(Sink):
     options_class = KafkaOptions
     options: KafkaOptions
 
-    def __init__(self, config):
+    def __init__(self, config: SinkConfig):
         super().__init__(config)
         self.topic = self.options.topic
         self.flush_timeout = self.options.flush_timeout
-        self.producer = None
+        self.producer: Any = None  # a confluent_kafka.Producer, opened per partition
         self.failed: list[tuple[bytes, Any]] = []
 
     def client_config(self) -> dict[str, Any]:
@@ -105,7 +94,7 @@ class KafkaSink(Sink):
 
     # --- driver side --------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient(self.client_config())
@@ -129,7 +118,7 @@ class KafkaSink(Sink):
             try:
                 future.result(timeout=30)
             except KafkaException as exc:
-                if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:  # created meanwhile: fine
                     raise DestinationError(f"Cannot create Kafka topic {self.topic!r}: {exc}") from exc
 
     # --- executor side ------------------------------------------------------------------------
@@ -145,7 +134,7 @@ class KafkaSink(Sink):
             self.producer.flush(self.flush_timeout)
             self.producer = None
 
-    def _delivered(self, err, msg) -> None:
+    def _delivered(self, err: Any, msg: Any) -> None:
         if err is not None:
             self.failed.append((msg.key(), err))
 
@@ -183,7 +172,7 @@ class KafkaSink(Sink):
                 outcomes[i] = self._outcome(err, values[i])
         return outcomes
 
-    def _outcome(self, err, value: str | None) -> Outcome:
+    def _outcome(self, err: Any, value: str | None) -> Outcome:
         """A message the producer or the broker refused: the whole sync fails only when the producer
         itself is unusable (a fatal error); one record's problem is retried or rejected alone."""
         if err.fatal():

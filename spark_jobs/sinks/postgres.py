@@ -46,14 +46,16 @@ import io
 import json
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from spark_jobs.errors import ConfigError, DestinationError, DestinationUnreachableError, RetryableError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities, SinkConfig
 from spark_jobs.sinks.batch import ChangeBatch
-from spark_jobs.sinks.options import option
-from spark_jobs.sinks.sql import Column, SqlOptions, SqlSink, column_list, equal, insert, quote, spark_family
+from spark_jobs.contract.destinations import PostgresOptions
+from spark_jobs.sinks.sql import Column, SqlSink, column_list, equal, insert, quote, spark_family
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: libpq parameters an Airflow Postgres connection's extras may carry; other extras (cursor, iam…)
 #: are Airflow's own and not for the driver.
@@ -98,7 +100,7 @@ def compatible(pg_type: str, spark_type: str) -> bool:
     return True
 
 
-def _csv_ready(column):
+def _csv_ready(column: pa.ChunkedArray) -> pa.ChunkedArray:
     """A column as Postgres reads it from CSV. pyarrow writes numbers, booleans, strings, dates,
     decimals and timestamps (UTC with ``Z``) the way Postgres parses them, and a null as an unquoted
     empty field (an empty string is quoted, so they stay apart); binary becomes bytea's hex form and
@@ -119,7 +121,7 @@ def _csv_ready(column):
     return column
 
 
-def copy_csv(table) -> bytes:
+def copy_csv(table: pa.Table) -> bytes:
     """``table`` as the body of ``COPY … FROM STDIN WITH (FORMAT csv)``."""
     import pyarrow.csv as pacsv
 
@@ -156,7 +158,7 @@ BINARY_COPY_TARGETS: dict[str, dict[str, str | None]] = {
 }
 
 
-def _arrow_name(kind) -> str:
+def _arrow_name(kind: pa.DataType) -> str:
     """An Arrow type without its parameters (precision, unit), but for whether a timestamp has a zone."""
     import pyarrow as pa
 
@@ -169,7 +171,7 @@ def _arrow_name(kind) -> str:
     return str(kind)
 
 
-def binary_ready(table, column_types: dict[str, str]):
+def binary_ready(table: pa.Table, column_types: dict[str, str]) -> pa.Table:
     """``table`` as it goes in Postgres's binary ``COPY`` format into the columns of the same names
     (``column_types``: name -> type as ``information_schema`` names it), integers cast up to their
     column's width; None when some column does not take its field in binary (see
@@ -187,7 +189,7 @@ def binary_ready(table, column_types: dict[str, str]):
     return table
 
 
-def copy_binary(table) -> bytes:
+def copy_binary(table: pa.Table) -> bytes:
     """``table`` as the body of ``COPY … FROM STDIN WITH (FORMAT binary)``, encoded by pgpq: Postgres
     reads it without parsing text (numbers, timestamps and decimals as they are stored), which costs
     the server about a third less than the same rows as CSV (1M rows of the benchmark: 1.8 s
@@ -217,12 +219,6 @@ def _record_fault(state: str) -> bool:
     return state[:2] in RECORD_CLASSES or state in RECORD_CODES
 
 
-@dataclass(frozen=True, kw_only=True)
-class PostgresOptions(SqlOptions):
-    table: str = option("the destination table: table, or schema.table")
-    database: str | None = option("the database, when the connection names none", None)
-
-
 class PostgresSink(SqlSink):
     name = "postgres"
     # one COPY + one set-based statement per batch: fewer, bigger transactions
@@ -233,9 +229,9 @@ class PostgresSink(SqlSink):
     options_class = PostgresOptions
     options: PostgresOptions
 
-    def __init__(self, config):
+    def __init__(self, config: SinkConfig):
         super().__init__(config)
-        self.conn = None
+        self.conn: Any = None  # a psycopg connection
         self.stage = f"aretl_stage_{uuid.uuid4().hex[:8]}"
         #: Whether new rows are COPY-ed straight into the target (see the module docstring); settled
         #: per connection by :meth:`_ready_connection`, switched off by a key conflict.
@@ -245,7 +241,7 @@ class PostgresSink(SqlSink):
         self.column_types: dict[str, str] = {}
 
     # --- connection ---------------------------------------------------------------------------
-    def _connect(self):
+    def _connect(self) -> Any:
         import psycopg2
 
         conn_info = self.config.connection
@@ -278,7 +274,7 @@ class PostgresSink(SqlSink):
         finally:
             conn.close()
 
-    def describe(self, cur) -> dict[str, Column]:
+    def describe(self, cur: Any) -> dict[str, Column]:
         cur.execute(
             "SELECT column_name, data_type, is_nullable = 'YES', column_default IS NOT NULL OR is_identity = 'YES' "
             "OR is_generated = 'ALWAYS' FROM information_schema.columns "
@@ -290,7 +286,7 @@ class PostgresSink(SqlSink):
     def accepts(self, column_type: str, spark_type: str) -> bool:
         return compatible(column_type, spark_type)
 
-    def check_table(self, cur, columns: dict[str, Column], schema: dict[str, str]) -> None:
+    def check_table(self, cur: Any, columns: dict[str, Column], schema: dict[str, str]) -> None:
         if self.config.mode != "update" and not self._has_unique_key(cur):
             raise DestinationError(
                 f"Postgres table {self.table_name()} has no primary key or unique index on exactly "
@@ -298,7 +294,7 @@ class PostgresSink(SqlSink):
                 f"(ALTER TABLE … ADD PRIMARY KEY ({', '.join(self.config.key_fields)}))."
             )
 
-    def _has_unique_key(self, cur) -> bool:
+    def _has_unique_key(self, cur: Any) -> bool:
         cur.execute(
             "SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_index i "
             "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
@@ -317,7 +313,7 @@ class PostgresSink(SqlSink):
             self.conn.close()
             self.conn = None
 
-    def _ready_connection(self):
+    def _ready_connection(self) -> Any:
         if self.conn is not None and not self.conn.closed:
             return self.conn
         self.conn = self._connect()
@@ -366,7 +362,7 @@ class PostgresSink(SqlSink):
                     self.copy_new_rows = False
         self._send(conn, batch, direct=False)
 
-    def _send(self, conn, batch: ChangeBatch, direct: bool) -> None:
+    def _send(self, conn: Any, batch: ChangeBatch, direct: bool) -> None:
         """One transaction: with ``direct``, COPY the batch's new rows into the target and stage the
         rest; else stage the whole batch. Then apply what was staged."""
         import pyarrow as pa
@@ -387,7 +383,7 @@ class PostgresSink(SqlSink):
             for statement in self._statements(set(pc.unique(staged["_op"]).to_pylist())):
                 cur.execute(statement)
 
-    def _copy(self, cur, into: str, rows) -> None:
+    def _copy(self, cur: Any, into: str, rows: Any) -> None:
         """``COPY`` the Arrow table ``rows`` into the table ``into`` (columns named alike): in binary
         where every column takes it (:func:`binary_ready`), else as CSV."""
         binary = binary_ready(rows, self.column_types)

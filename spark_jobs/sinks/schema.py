@@ -18,20 +18,9 @@ snapshot refuses type changes too. Each sink says which destination types take w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Literal, Mapping
+from typing import Callable, Mapping
 
 from spark_jobs.errors import DestinationError
-from spark_jobs.sinks.options import SinkOptions, option
-
-
-@dataclass(frozen=True, kw_only=True)
-class SchemaEvolutionOptions(SinkOptions):
-    """The option of every sink that writes a table with columns."""
-
-    schema_evolution: Literal["off", "add_columns"] = option(
-        "when the change set has a field the table lacks: 'off' fails the sync naming it, 'add_columns' "
-        "adds the column", "off")
 
 
 def new_fields(where: str, columns: Mapping[str, str], schema: Mapping[str, str], policy: str,

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable
 
 from spark_jobs.errors import DestinationError
-from spark_jobs.sinks.base import Sink
-from spark_jobs.sinks.options import option
-from spark_jobs.sinks.schema import SchemaEvolutionOptions, new_fields
+from spark_jobs.sinks.base import Sink, SinkConfig
+from spark_jobs.contract.destinations import SqlOptions
+from spark_jobs.sinks.schema import new_fields
 
 #: The column type a sink gives each Spark type when it creates the table, per dialect; ``{params}``
 #: keeps a decimal's precision and scale. Spark types not listed (arrays, maps, structs, intervals)
@@ -94,13 +94,6 @@ class Column:
     has_default: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
-class SqlOptions(SchemaEvolutionOptions):
-    table: str = option("the destination table")
-    create_table: bool = option("create the table from the change set's schema, key as PRIMARY KEY, when it "
-                                "is missing", True)
-
-
 class SqlSink(Sink):
     """Base of the SQL sinks. A subclass names its ``dialect`` (a column of :data:`COLUMN_TYPES`),
     says how to open a driver-side cursor, how to describe the table and which column types take
@@ -113,7 +106,7 @@ class SqlSink(Sink):
     schema_qualified: ClassVar[bool] = False
     options: SqlOptions
 
-    def __init__(self, config):
+    def __init__(self, config: SinkConfig):
         super().__init__(config)
         table = self.options.table
         schema, _, name = table.rpartition(".") if self.schema_qualified else ("", "", table)
@@ -134,7 +127,7 @@ class SqlSink(Sink):
         """A DB-API cursor on the driver whose statements are committed when the block ends."""
         raise NotImplementedError
 
-    def describe(self, cur) -> dict[str, Column]:
+    def describe(self, cur: Any) -> dict[str, Column]:
         """The table's columns in order; empty when the table does not exist."""
         raise NotImplementedError
 
@@ -142,7 +135,7 @@ class SqlSink(Sink):
         """Whether a column of ``column_type`` (as :meth:`describe` names it) takes ``spark_type`` values."""
         raise NotImplementedError
 
-    def check_table(self, cur, columns: dict[str, Column], schema: dict[str, str]) -> None:
+    def check_table(self, cur: Any, columns: dict[str, Column], schema: dict[str, str]) -> None:
         """Checks only this dialect needs, after the shared ones (unique indexes)."""
 
     # --- driver side --------------------------------------------------------------------------

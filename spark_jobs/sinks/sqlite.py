@@ -31,14 +31,13 @@ import math
 import os
 import sqlite3
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Iterator, Sequence
 
 from spark_jobs.errors import DestinationError, RetryableError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities
-from spark_jobs.sinks.options import option
-from spark_jobs.sinks.sql import Column, SqlOptions, SqlSink, column_type, equal, insert, spark_family
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities, SinkConfig
+from spark_jobs.contract.destinations import SqliteOptions
+from spark_jobs.sinks.sql import Column, SqlSink, column_type, equal, insert, spark_family
 
 
 def _adapt(value: Any) -> Any:
@@ -79,9 +78,10 @@ def accepts(declared: str, spark_type: str) -> bool:
             or held in numbers and (sent in numbers or spark_family(spark_type) == "decimal"))
 
 
-@dataclass(frozen=True, kw_only=True)
-class SqliteOptions(SqlOptions):
-    database: str = option("path of the database file (created when missing)")
+def _busy(exc: sqlite3.Error) -> bool:
+    """Another connection holds the database (SQLITE_BUSY, SQLITE_LOCKED and their extended codes):
+    the batch may go through a moment later."""
+    return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 class SqliteSink(SqlSink):
@@ -92,7 +92,7 @@ class SqliteSink(SqlSink):
     options_class = SqliteOptions
     options: SqliteOptions
 
-    def __init__(self, config):
+    def __init__(self, config: SinkConfig):
         super().__init__(config)
         self.database = self.options.database
         self.conn: sqlite3.Connection | None = None
@@ -112,7 +112,7 @@ class SqliteSink(SqlSink):
         finally:
             conn.close()
 
-    def describe(self, cur) -> dict[str, Column]:
+    def describe(self, cur: Any) -> dict[str, Column]:
         return {name: Column(kind.lower(), nullable=not notnull, has_default=default is not None)
                 for _, name, kind, notnull, default, _ in cur.execute(f"PRAGMA table_info({self.target})")}
 
@@ -157,7 +157,7 @@ class SqliteSink(SqlSink):
             self._run(statements)
             return [None] * len(records)
         except sqlite3.OperationalError as exc:
-            if "locked" in str(exc) or "busy" in str(exc):
+            if _busy(exc):
                 raise RetryableError(f"SQLite database is busy: {exc}") from exc
             raise DestinationError(f"SQLite refused the batch for table {self.table!r}: {exc}") from exc
         except (sqlite3.IntegrityError, sqlite3.DataError):

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.sources import upsert_kafka
 from spark_jobs.errors import ConfigError, spark_condition
 from spark_jobs.delta.row_hash import without_row_hash
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 FORMATS = ("jdbc", "delta", "parquet", "csv", "kafka")
 
@@ -39,7 +42,7 @@ def describe(source: dict[str, Any]) -> str:
     return f"{fmt}:{source.get('path')}"
 
 
-def read_source(spark, source: dict[str, Any]):
+def read_source(spark: SparkSession, source: dict[str, Any]) -> DataFrame:
     """The source as a DataFrame (lazily: only its schema is read here)."""
     try:
         return _read(spark, source)
@@ -52,23 +55,34 @@ def read_source(spark, source: dict[str, Any]):
         raise
 
 
-def _read(spark, source: dict[str, Any]):
+def _read(spark: SparkSession, source: dict[str, Any]) -> DataFrame:
     fmt = source.get("format")
     if fmt not in FORMATS:
         raise ConfigError(f"Unknown source format {fmt!r}; expected one of {', '.join(FORMATS)}")
     options = {k: str(v) for k, v in (source.get("options") or {}).items()}
     if fmt == "jdbc":
         return _read_jdbc(spark, source, options)
-    if fmt == "kafka":  # the whole topic up to its end offsets now (the snapshot job reads on incrementally)
-        read = upsert_kafka.fix(source)
-        if not read.source.key:
-            raise ConfigError("A kafka source read on its own needs its 'key' (the message key's fields)")
-        return upsert_kafka.table(spark, read, read.source.key)
+    if fmt == "kafka":
+        return _read_topic(spark, source)
     path = source.get("path")
     if not path:
         raise ConfigError(f"A {fmt} source needs a 'path'")
     if fmt == "delta":
         return _read_delta(spark, path, source, options)
+    return _read_files(spark, str(fmt), path, source, options)
+
+
+def _read_topic(spark: SparkSession, source: dict[str, Any]) -> DataFrame:
+    """The whole topic up to its end offsets now (the snapshot job reads on incrementally)."""
+    read = upsert_kafka.fix(source)
+    if not read.source.key:
+        raise ConfigError("A kafka source read on its own needs its 'key' (the message key's fields)")
+    return upsert_kafka.table(spark, read, read.source.key)
+
+
+def _read_files(spark: SparkSession, fmt: str, path: str, source: dict[str, Any],
+                options: dict[str, str]) -> DataFrame:
+    """Files Spark reads by format (csv, parquet, json, ...): a given ``schema``, else a CSV's inferred."""
     reader = spark.read.options(**options)
     if source.get("schema"):
         reader = reader.schema(source["schema"])
@@ -84,7 +98,7 @@ def _read(spark, source: dict[str, Any]):
         raise
 
 
-def _read_delta(spark, path: str, source: dict[str, Any], options: dict[str, str]):
+def _read_delta(spark: SparkSession, path: str, source: dict[str, Any], options: dict[str, str]) -> DataFrame:
     from spark_jobs.delta.lake import is_delta_table
 
     if not is_delta_table(spark, path):
@@ -97,7 +111,7 @@ def _read_delta(spark, path: str, source: dict[str, Any], options: dict[str, str
     return without_row_hash(reader.load(path))  # a source may itself be a snapshot table
 
 
-def _read_jdbc(spark, source: dict[str, Any], options: dict[str, str]):
+def _read_jdbc(spark: SparkSession, source: dict[str, Any], options: dict[str, str]) -> DataFrame:
     url = source.get("url")
     if not url:
         raise ConfigError("A jdbc source needs a 'url'")

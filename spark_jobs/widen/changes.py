@@ -3,7 +3,7 @@
 Every widen step consumes a table's Change Data Feed over (merged, target]: the versions since the
 last one it merged, up to the version its upstream task produced. The first time (nothing merged yet)
 the whole target version counts as inserts, in the same CDF shape, so callers handle one shape.
-The feed itself is read by :func:`spark_jobs.jobs.diff.read_changes`, the one reader of a table's changes
+The feed itself is read by :func:`spark_jobs.delta.change_sets.read_changes`, the one reader of a table's changes
 between versions: across a source snapshot's column rename it reads the pieces Delta allows, under
 the target version's names.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from spark_jobs.jobs.diff import as_inserts
-from spark_jobs.jobs.diff import read_changes as read_feed
+from spark_jobs.delta.change_sets import as_inserts
+from spark_jobs.delta.change_sets import read_changes as read_feed
 from spark_jobs.errors import ConfigError
 from spark_jobs.delta.lake import commit_info, history, latest_version, table_history
 from spark_jobs.delta.renames import restored_version

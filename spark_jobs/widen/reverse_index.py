@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from dataclasses import dataclass
 
-from spark_jobs.jobs.diff import net_changes
+from spark_jobs.delta.change_sets import net_changes
 from spark_jobs.contract import Warehouse
 from spark_jobs.delta.lake import assignments, ensure_system_table, insert_values, merge_into, retry_on_conflict
 from spark_jobs.widen import guards

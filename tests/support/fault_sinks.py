@@ -3,13 +3,14 @@ what reaches the database before the failure is really there."""
 
 from dataclasses import dataclass
 
-from spark_jobs.sinks.options import option
-from spark_jobs.sinks.sqlite import SqliteOptions, SqliteSink
+from spark_jobs.contract.destinations import SqliteOptions
+from spark_jobs.contract.options import option
+from spark_jobs.sinks.sqlite import SqliteSink
 
 
 @dataclass(frozen=True, kw_only=True)
 class FailingSqliteOptions(SqliteOptions):
-    fail_after: int = option("records written before the destination goes down")
+    fail_after: int = option(doc="records written before the destination goes down")
 
 
 class FailingSqliteSink(SqliteSink):

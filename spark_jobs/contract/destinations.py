@@ -1,0 +1,157 @@
+"""What a destination dict and a sync's ``delivery`` settings may say: options like any other
+(:mod:`.options`), so they are checked at DAG parse time and again before any Spark work.
+
+Each built-in sink's options live here rather than beside the sink, so the Airflow side can check a
+destination without importing the sink (its driver library, pyarrow, ...): :data:`BUILT_IN` maps the
+sink's registered name to its options class and :func:`destination` checks a destination against
+it; the sink itself parses the same class when it is built (:attr:`spark_jobs.sinks.base.Sink.options_class`).
+A third-party sink (an entry point or ``module:Class``) declares its options class beside itself,
+derived from :class:`SinkOptions`; it is checked when the sink is built, on the Spark driver before
+anything is sent (the Airflow side cannot import it).
+
+The keys every destination carries whatever its sink (:data:`GENERIC_KEYS`: the sink type and what
+``SinkOperator`` adds from the Airflow connection) are accepted once here and never declared by a sink.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping, TypeVar
+
+from spark_jobs.contract.options import (
+    Options,
+    at_least_one,
+    mapping,
+    non_negative,
+    option,
+    optional,
+    positive,
+)
+
+#: Keys of a destination that belong to every sink: the sink's name, and the connection settings
+#: ``SinkOperator`` adds from ``destination_conn_id`` (read by :class:`~spark_jobs.sinks.base.SinkConfig`).
+GENERIC_KEYS: dict[str, str] = {
+    "type": "the sink: a registered name or module:Class",
+    "connection": "public fields of the destination's Airflow connection (host, port, login, schema)",
+    "secrets_env": "the environment variables that hold the connection's password and extras",
+}
+#: The batch size of a sink that declares none (:class:`~spark_jobs.sinks.base.SinkCapabilities`).
+DEFAULT_BATCH_SIZE = 500
+SO = TypeVar("SO", bound="SinkOptions")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeliveryPolicy(Options):
+    """How a sync delivers: batches, retries, concurrency, rate (the ``delivery`` of a sink spec).
+    ``batch_size`` None means the sink's own; the sync resolves it and splits a ``rate_limit`` over
+    the partitions that run at once before handing the policy to the executors."""
+
+    batch_size: int | None = option(None, optional(at_least_one), doc="records per batch (default: the sink's own)")
+    max_attempts: int = option(6, at_least_one, doc="tries of a batch before its records are rejected")
+    backoff_initial: float = option(0.5, non_negative, doc="seconds before the first retry")
+    backoff_max: float = option(30.0, non_negative, doc="longest wait between retries, in seconds")
+    progress_every: float = option(10.0, positive, doc="seconds between progress lines in the log")
+    concurrency: int = option(1, at_least_one, doc="batches in flight at once inside one partition")
+    rate_limit: float | None = option(None, optional(positive),
+                                      doc="records per second for the sync (per partition once resolved)")
+
+    @classmethod
+    def static_where(cls) -> str:
+        return "delivery"
+
+    @property
+    def size(self) -> int:
+        """The records per batch (a policy not resolved against a sink gets the protocol's default)."""
+        return self.batch_size or DEFAULT_BATCH_SIZE
+
+
+def delivery_policy(value: Any) -> DeliveryPolicy:
+    return value if isinstance(value, DeliveryPolicy) else DeliveryPolicy.from_dict(mapping(value))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SinkOptions(Options):
+    """Base of every sink's options; a subclass declares one field per option (its type checks it)."""
+
+    @classmethod
+    def parse(cls: type[SO], destination: Mapping[str, Any], sink: str) -> SO:
+        """The destination's options as an instance of ``cls`` (the :data:`GENERIC_KEYS` set aside);
+        :class:`~spark_jobs.errors.ConfigError` naming the first unknown, missing or refused option."""
+        own = {k: v for k, v in destination.items() if k not in GENERIC_KEYS}
+        return cls.from_dict(own, f"The {sink} destination")
+
+    @classmethod
+    def static_where(cls) -> str:
+        return "The destination"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SchemaEvolutionOptions(SinkOptions):
+    """The option of every sink that writes a table with columns."""
+
+    schema_evolution: Literal["off", "add_columns"] = option(
+        "off", doc="when the change set has a field the table lacks: 'off' fails the sync naming it, "
+                   "'add_columns' adds the column")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SqlOptions(SchemaEvolutionOptions):
+    table: str = option(doc="the destination table")
+    create_table: bool = option(True, doc="create the table from the change set's schema, key as PRIMARY KEY, "
+                                          "when it is missing")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PostgresOptions(SqlOptions):
+    table: str = option(doc="the destination table: table, or schema.table")
+    database: str | None = option(None, doc="the database, when the connection names none")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SqliteOptions(SqlOptions):
+    database: str = option(doc="path of the database file (created when missing)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpOptions(SinkOptions):
+    url: str | None = option(None, doc="the full URL batches are sent to")
+    endpoint: str | None = option(None, doc="path joined to the HTTP connection's base URL (instead of url)")
+    method: str = option("POST", doc="HTTP method")
+    headers: dict[str, str] | None = option(None, doc="non-secret headers (secret ones belong in the connection)")
+    timeout: float | list[float] = option(30.0, doc="seconds to wait for the server, or [connect, read]")
+    record_errors: str | list[str] = option(factory=lambda: ["errors", "results"],
+                                            doc="body fields holding per-record errors ([] turns parsing off)")
+    verify: bool | str = option(True, doc="verify TLS certificates (or the path of a CA bundle)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class KafkaOptions(SinkOptions):
+    topic: str = option(doc="the topic the changes are published to")
+    bootstrap_servers: str | None = option(None, doc="the brokers (host:port,…), when the connection names none")
+    producer_config: dict[str, Any] | None = option(None, doc="non-secret librdkafka producer settings")
+    create_topic: bool | dict[str, Any] = option(
+        False, doc="create a missing topic: true, or {partitions, replication_factor, config}")
+    flush_timeout: float = option(60.0, doc="seconds to wait for a batch's acknowledgements")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeltaOptions(SchemaEvolutionOptions):
+    path: str = option(doc="where the table is published: any URI Spark can write")
+    format: Literal["delta", "parquet"] = option("delta", doc="the table format")
+
+
+#: The options of each built-in sink, by the name it is registered under (pyproject's entry points).
+BUILT_IN: dict[str, type[SinkOptions]] = {
+    "sqlite": SqliteOptions, "postgres": PostgresOptions, "http": HttpOptions, "kafka": KafkaOptions,
+    "delta": DeltaOptions,
+}
+
+
+def destination(value: Any) -> dict[str, Any]:
+    """A destination dict; a built-in sink's options are checked (:data:`BUILT_IN`), a third-party
+    sink's when the sink is built. The dict is kept as given: the sink parses it again."""
+    value = mapping(value)
+    sink = value.get("type")
+    if isinstance(sink, str) and sink in BUILT_IN:
+        BUILT_IN[sink].parse(value, sink)
+    return value
