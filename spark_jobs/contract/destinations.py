@@ -150,8 +150,8 @@ BUILT_IN: dict[str, type[SinkOptions]] = {
 def destination(value: Any) -> dict[str, Any]:
     """A destination dict; a built-in sink's options are checked (:data:`BUILT_IN`), a third-party
     sink's when the sink is built. The dict is kept as given: the sink parses it again."""
-    value = mapping(value)
-    sink = value.get("type")
+    given = mapping(value)
+    sink = given.get("type")
     if isinstance(sink, str) and sink in BUILT_IN:
-        BUILT_IN[sink].parse(value, sink)
-    return value
+        BUILT_IN[sink].parse(given, sink)
+    return given

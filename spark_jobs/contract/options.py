@@ -97,18 +97,18 @@ def names(value: Any) -> list[str]:
 
 
 def required_names(value: Any) -> list[str]:
-    value = names(value)
-    if not value:
+    given = names(value)
+    if not given:
         raise Invalid("one or more column names")
-    return value
+    return given
 
 
 def name_map(value: Any) -> dict[str, str]:
     """``{name: name}``: non-empty names on both sides."""
-    value = mapping(value)
-    if not all(isinstance(k, str) and k and isinstance(v, str) and v for k, v in value.items()):
+    given = mapping(value)
+    if not all(isinstance(k, str) and k and isinstance(v, str) and v for k, v in given.items()):
         raise Invalid("a mapping of column names to column names")
-    return value
+    return given
 
 
 def integer(value: Any) -> int:

@@ -74,12 +74,12 @@ def change_counts(value: Any) -> dict[str, int]:
 
 def renaming(value: Any) -> dict[str, str]:
     """``{old column: new column}``: names, each new name once."""
-    value = mapping(value)
-    if not all(isinstance(k, str) and k and isinstance(v, str) and v and k != v for k, v in value.items()):
+    given = mapping(value)
+    if not all(isinstance(k, str) and k and isinstance(v, str) and v and k != v for k, v in given.items()):
         raise Invalid("a mapping of column names to different new column names")
-    if len(set(value.values())) != len(value):
+    if len(set(given.values())) != len(given):
         raise Invalid("a mapping that renames each column to a distinct name")
-    return value
+    return given
 
 
 def wide_table(value: Any) -> WideTable:
@@ -133,10 +133,10 @@ class KafkaSource(Options):
 def source(value: Any) -> dict[str, Any]:
     """A snapshot source as its JSON mapping (:mod:`spark_jobs.sources.read`); a Kafka source is checked
     field by field (:class:`KafkaSource`)."""
-    value = mapping(value)
-    if value.get("format") == "kafka":
-        KafkaSource.from_dict(value)
-    return value
+    given = mapping(value)
+    if given.get("format") == "kafka":
+        KafkaSource.from_dict(given)
+    return given
 
 
 @dataclass(frozen=True, kw_only=True)
