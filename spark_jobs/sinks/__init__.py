@@ -33,4 +33,5 @@ def resolve_sink(name: str) -> type[Sink]:
             f"Unknown sink type {name!r}; installed sinks: {sorted(found)}. Third-party sinks register "
             f"in the {ENTRY_POINT_GROUP!r} entry point group."
         )
-    return found[name].load()
+    sink: type[Sink] = found[name].load()  # what the group's entry points name, by its contract
+    return sink

@@ -18,14 +18,20 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
-from spark_jobs.errors import ConfigError, DestinationError
-from spark_jobs.sinks.batch import ChangeBatch, ChangeRecord  # ChangeRecord: part of the sink protocol
+from spark_jobs.errors import ConfigError, DestinationError, RetryableError
+from spark_jobs.sinks.batch import ChangeBatch, ChangeRecord
 from spark_jobs.contract.destinations import SinkOptions
-
-from spark_jobs.errors import RetryableError  # noqa: F401  (part of the sink protocol, for sink authors)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+#: The sink protocol a sink author imports from this one module: what it defines, plus the record and
+#: batch types (defined with the batch, :mod:`spark_jobs.sinks.batch`) and the transient error a sink
+#: raises (:mod:`spark_jobs.errors`), handed on here so that the names it uses are exported explicitly.
+__all__ = [
+    "CAPABILITY_NAMES", "OPERATIONS", "ChangeBatch", "ChangeRecord", "FrameSink", "Outcome", "Rejected",
+    "Retry", "RetryableError", "Sink", "SinkCapabilities", "SinkConfig",
+]
 
 OPERATIONS = ("upsert", "insert", "update", "delete")
 

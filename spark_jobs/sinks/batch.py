@@ -47,7 +47,7 @@ class ChangeRecord:
     id: str = ""
 
 
-class ChangeBatch(Sequence):
+class ChangeBatch(Sequence[ChangeRecord]):
     """A batch of change records backed by an Arrow table (see the module docstring)."""
 
     def __init__(self, table: pa.Table, key_fields: Sequence[str], fields: Sequence[str]):
@@ -56,7 +56,7 @@ class ChangeBatch(Sequence):
         self.fields = list(fields)
 
     @classmethod
-    def of(cls, records: Sequence, key_fields: Sequence[str], fields: Sequence[str]) -> "ChangeBatch":
+    def of(cls, records: Sequence[ChangeRecord], key_fields: Sequence[str], fields: Sequence[str]) -> "ChangeBatch":
         """``records`` as a batch: itself when it already is one, else built from ChangeRecords (a
         caller driving a sink by hand)."""
         if isinstance(records, ChangeBatch):
@@ -66,7 +66,8 @@ class ChangeBatch(Sequence):
         return cls(pa.Table.from_pylist(rows), key_fields, fields)
 
     def __len__(self) -> int:
-        return self.table.num_rows
+        rows: int = self.table.num_rows
+        return rows
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
@@ -76,14 +77,15 @@ class ChangeBatch(Sequence):
             return ChangeBatch(self.table.slice(start, max(0, stop - start)), self.key_fields, self.fields)
         return self.records[index]
 
-    def __iter__(self) -> Iterator:
+    def __iter__(self) -> Iterator[ChangeRecord]:
         return iter(self.records)
 
     def take(self, indices: Iterable[int]) -> "ChangeBatch":
         return ChangeBatch(self.table.take(pa.array(list(indices), pa.int64())), self.key_fields, self.fields)
 
     def column(self, name: str) -> list[Any]:
-        return self.table.column(name).to_pylist()
+        values: list[Any] = self.table.column(name).to_pylist()
+        return values
 
     @cached_property
     def ops(self) -> list[str]:
@@ -98,7 +100,7 @@ class ChangeBatch(Sequence):
         return self.column("_key")
 
     @cached_property
-    def records(self) -> list:
+    def records(self) -> list[ChangeRecord]:
         """The batch as ChangeRecords (built on first use: only row-wise sinks pay for them)."""
         keys = self.key_fields
         if "_data_json" in self.table.column_names and not set(self.fields) <= set(self.table.column_names):

@@ -220,12 +220,13 @@ class _BatchDelivery:
                     exc, len(self.pending))
 
 
-def chunks(arrow_batches: Iterable, size: int, key_fields: list[str], fields: list[str]) -> Iterator[ChangeBatch]:
+def chunks(arrow_batches: Iterable[pa.RecordBatch], size: int, key_fields: list[str], fields: list[str]
+           ) -> Iterator[ChangeBatch]:
     """Re-cut a partition's Arrow record batches into ChangeBatches of ``size`` rows (zero-copy
     slices; only what is left over waits for the next input batch)."""
     import pyarrow as pa
 
-    buffered: list = []
+    buffered: list[pa.RecordBatch] = []
     rows = 0
     for arrow_batch in arrow_batches:
         if not arrow_batch.num_rows:
@@ -313,7 +314,7 @@ def _sent_batches(batches: Iterator[ChangeBatch], lanes: _Lanes, policy: Deliver
             yield lanes.send(batch)
         return
     pool = ThreadPoolExecutor(max_workers=policy.concurrency, thread_name_prefix="aretl-sink")
-    inflight: deque[Future] = deque()
+    inflight: deque[Future[list[Reject]]] = deque()
     try:
         for batch in batches:
             if limiter:
@@ -349,7 +350,7 @@ def deliver_partition(
     limiter = RateLimiter(policy.rate_limit) if policy.rate_limit else None
     partition = _partition_id()
     started = last_report = time.monotonic()
-    refused: list[tuple] = []
+    refused: list[tuple[Any, ...]] = []
     try:
         batches = chunks(arrow_batches, policy.size, key_fields, fields)
         for rejects in _sent_batches(batches, lanes, policy, limiter):

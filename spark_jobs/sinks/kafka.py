@@ -95,7 +95,8 @@ class KafkaSink(Sink):
     # --- driver side --------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
         from confluent_kafka import KafkaError, KafkaException
-        from confluent_kafka.admin import AdminClient, NewTopic
+        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.cimpl import NewTopic  # defined by the C extension; admin re-exports it implicitly
 
         admin = AdminClient(self.client_config())
         try:

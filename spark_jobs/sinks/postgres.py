@@ -261,7 +261,7 @@ class PostgresSink(SqlSink):
 
     # --- driver side --------------------------------------------------------------------------
     @contextmanager
-    def driver_cursor(self) -> Iterator:
+    def driver_cursor(self) -> Iterator[Any]:
         """On the driver an unreachable database fails the sync at once, before anything is sent (a
         retryable failure: Airflow tries the task again later)."""
         try:

@@ -180,4 +180,5 @@ class SqlSink(Sink):
             if not self.describe(cur):
                 return 0
             cur.execute(f"SELECT count(*) FROM {self.target}")
-            return cur.fetchone()[0]
+            rows: int = cur.fetchone()[0]
+            return rows

@@ -39,6 +39,8 @@ from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilit
 from spark_jobs.contract.destinations import SqliteOptions
 from spark_jobs.sinks.sql import Column, SqlSink, column_type, equal, insert, spark_family
 
+#: One SQL statement and its parameters, as ``executemany`` takes them.
+Statement = tuple[str, tuple[Any, ...]]
 
 def _adapt(value: Any) -> Any:
     """A value as SQLite stores it (see the module docstring)."""
@@ -144,7 +146,7 @@ class SqliteSink(SqlSink):
             "delete": (f"DELETE FROM {self.target} WHERE {where}", keys),
         }
 
-    def _statement(self, record: ChangeRecord) -> tuple[str, tuple]:
+    def _statement(self, record: ChangeRecord) -> Statement:
         sql, names = self._shapes[record.op]
         return sql, tuple(_adapt(record.data[n]) for n in names)
 
@@ -171,7 +173,7 @@ class SqliteSink(SqlSink):
         middle = len(records) // 2
         return self.write_batch(records[:middle]) + self.write_batch(records[middle:])
 
-    def _run(self, statements: list[tuple[str, tuple]]) -> None:
+    def _run(self, statements: list[Statement]) -> None:
         conn = self.conn
         assert conn is not None, "the sink is not open"
         conn.execute("BEGIN IMMEDIATE")
@@ -183,7 +185,7 @@ class SqliteSink(SqlSink):
             raise
         conn.execute("COMMIT")
 
-    def _one(self, statement: tuple[str, tuple]) -> Outcome:
+    def _one(self, statement: Statement) -> Outcome:
         try:
             self._run([statement])
             return None

@@ -33,15 +33,15 @@ DDL = (
 )
 
 
-def _refs(refs: list[dict[str, Any]] | None) -> list[tuple]:
-    out = []
+def _refs(refs: list[dict[str, Any]] | None) -> list[tuple[Any, Any, int | None]]:
+    out: list[tuple[Any, Any, int | None]] = []
     for ref in refs or []:
         version = ref.get("version")
         out.append((ref.get("name"), ref.get("uri"), None if version is None else int(version)))
     return out
 
 
-def _columns(links: list[dict[str, Any]] | None) -> list[tuple] | None:
+def _columns(links: list[dict[str, Any]] | None) -> list[tuple[Any, ...]] | None:
     if links is None:
         return None
     return [(c["output"], c["field"], [(i["uri"], i["field"]) for i in c["inputs"]], c["transformation"],
