@@ -28,7 +28,8 @@ def load_job(name: str) -> Callable[[SparkSession, JobSpec], JobResult]:
     from spark_jobs.contract import SPECS
 
     module, _, func = SPECS[name].runner.partition(":")
-    return getattr(importlib.import_module(module), func)
+    runner: Callable[[SparkSession, JobSpec], JobResult] = getattr(importlib.import_module(module), func)
+    return runner
 
 
 def run(spark: SparkSession, spec_json: dict[str, Any]) -> dict[str, Any]:

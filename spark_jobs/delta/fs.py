@@ -63,7 +63,8 @@ def delete(spark: SparkSession, uri: str) -> None:
 
 def exists(spark: SparkSession, uri: str) -> bool:
     fs, path = _fs_and_path(spark, uri)
-    return fs.exists(path)
+    found: bool = fs.exists(path)
+    return found
 
 
 def rename(spark: SparkSession, source: str, target: str) -> None:

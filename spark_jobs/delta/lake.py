@@ -200,7 +200,8 @@ def require_intact(entries: list[dict[str, Any]] | None, uri: str) -> list[dict[
 
 
 def latest_version(spark: SparkSession, uri: str) -> int:
-    return history(spark, uri, 1)[0]["version"]
+    version: int = history(spark, uri, 1)[0]["version"]
+    return version
 
 
 def commit_info(spark: SparkSession, uri: str, version: int,

@@ -89,7 +89,8 @@ def apply_renames(spark: SparkSession, uri: str, renames: dict[str, str], run_id
             f"Another run committed version {others[-1]['version']} of {uri} while this run was renaming "
             f"columns {renames} on top of version {base}; retry after it finishes (the renames already made "
             "are kept and not made again).")
-    return max(e["version"] for e in newer)
+    version: int = max(e["version"] for e in newer)
+    return version
 
 
 def _quoted(name: str) -> str:
@@ -98,7 +99,8 @@ def _quoted(name: str) -> str:
 
 def is_rename(entry: dict[str, Any]) -> bool:
     """Whether the history entry is one of a rename's commits (no rows, no Change Data Feed)."""
-    return entry["metadata"].get("job") == RENAME_JOB
+    job: str | None = entry["metadata"].get("job")
+    return job == RENAME_JOB
 
 
 def restored_version(entry: dict[str, Any]) -> int | None:

@@ -130,7 +130,7 @@ def pin_delta_source(spark: SparkSession, source: dict[str, Any], logical_date: 
 
 def _commit_time(entry: dict[str, Any]) -> datetime:
     """A history entry's commit time; PySpark hands timestamps back as naive local time."""
-    stamp = entry["timestamp"]
+    stamp: datetime = entry["timestamp"]
     return stamp.astimezone(timezone.utc)
 
 

@@ -36,7 +36,8 @@ log = logging.getLogger(__name__)
 def _fs(uri: str) -> tuple[AbstractFileSystem, str]:
     import fsspec
 
-    return fsspec.core.url_to_fs(uri)
+    found: tuple[AbstractFileSystem, str] = fsspec.core.url_to_fs(uri)
+    return found
 
 
 def _folders(uri: str) -> list[str]:

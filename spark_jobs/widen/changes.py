@@ -50,4 +50,5 @@ def require_table(spark: SparkSession, uri: str, rel: str, what: str) -> int:
     newest = table_history(spark, uri, 1)
     if newest is None:
         raise ConfigError(f"{what}: table {rel} does not exist at {uri}; run its snapshot first")
-    return newest[0]["version"]
+    version: int = newest[0]["version"]
+    return version
