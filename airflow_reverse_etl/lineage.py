@@ -14,7 +14,7 @@ inside :func:`operator_lineage`, which only the OpenLineage listener calls.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import urlsplit
 
 from spark_jobs.kafka_clients import brokers
@@ -22,10 +22,12 @@ from spark_jobs.kafka_clients import brokers
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
     from airflow.sdk import Asset
-    from openlineage.client.event_v2 import InputDataset, OutputDataset
+    from openlineage.client.event_v2 import Dataset
+    from openlineage.client.facet_v2 import RunFacet
     from openlineage.client.facet_v2.column_lineage_dataset import ColumnLineageDatasetFacet
 
-    DatasetT = TypeVar("DatasetT", InputDataset, OutputDataset)
+    #: What a task's ``get_openlineage_facets_on_*`` returns: datasets only, no run or job facets.
+    Lineage = OperatorLineage[Dataset, RunFacet]
 
 # Hadoop's connector schemes name the same stores as OpenLineage's plain ones.
 _SCHEMES = {"s3a": "s3", "s3n": "s3", "gs": "gs", "abfss": "abfss", "wasbs": "wasbs"}
@@ -102,7 +104,7 @@ def destination_asset_uri(namespace: str, name: str) -> str:
 
 
 def operator_lineage(result: dict[str, Any] | None, destinations: Sequence[tuple[str, str]] = ()
-                     ) -> OperatorLineage:
+                     ) -> Lineage:
     """OpenLineage input/output datasets of a job result, each with its Delta version as a facet,
     plus the ``destinations`` (namespace, name) a sink wrote to; every output carries the job's column
     lineage (:func:`column_lineage_facet`).
@@ -115,10 +117,10 @@ def operator_lineage(result: dict[str, Any] | None, destinations: Sequence[tuple
     result = result or {}
     links = result.get("column_lineage") or []
 
-    def datasets(refs: list[dict[str, Any]], cls: type[DatasetT], with_columns: bool = False) -> list[DatasetT]:
+    def datasets(refs: list[dict[str, Any]], cls: type[Dataset], with_columns: bool = False) -> list[Dataset]:
         # One dataset per table: a backfill lists a table once per date, the last one is the newest.
         latest = {dataset_name(ref["uri"]): ref for ref in refs if ref.get("uri")}  # sinks have no path
-        out = []
+        out: list[Dataset] = []
         for (namespace, name), ref in latest.items():
             facets: dict[str, Any] = {}
             if ref.get("version") is not None:

@@ -42,7 +42,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_reverse_etl import config
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlInfrastructureError, job_failure
-from airflow_reverse_etl.hooks.spark_connect_runner import TaskAttempt
+from airflow_reverse_etl.hooks.spark_connect_runner import SparkConnectRunner, TaskAttempt
 from spark_jobs.contract import DELTA_CONF, SPARK_PACKAGES, JobSpec, Warehouse
 from spark_jobs.session import local_jars  # import-safe: no pyspark
 
@@ -126,7 +126,7 @@ class SparkJobHook(BaseHook):
         self.spark_conf = dict(spark_conf or {})
         self.submit_kwargs = submit_kwargs
         self._submit_hook: SparkSubmitHook | None = None
-        self._connect_runner: Any = None
+        self._connect_runner: SparkConnectRunner | None = None
 
     def _jars_and_conf(self) -> tuple[str | None, dict[str, Any]]:
         conf = {**DELTA_CONF, **self.spark_conf}
@@ -189,8 +189,6 @@ class SparkJobHook(BaseHook):
 
     def _run_over_connect(self, url: str, spec: dict[str, Any], secrets: dict[str, str] | None,
                           attempt: TaskAttempt | None) -> dict[str, Any]:
-        from airflow_reverse_etl.hooks.spark_connect_runner import SparkConnectRunner
-
         self._connect_runner = SparkConnectRunner(url, self.spark_conf, attempt, config.spark_connect_timeout())
         try:
             return self._connect_runner.run(spec, secrets, spark_jobs_archive())
@@ -240,7 +238,8 @@ class SparkJobHook(BaseHook):
         if not fs.exists(path):
             return None
         with fs.open(path, "r") as handle:
-            return json.load(handle)
+            result: dict[str, Any] = json.load(handle)  # entry.py writes the result as a JSON object
+            return result
 
     def on_kill(self) -> None:
         if self._connect_runner is not None:

@@ -29,7 +29,7 @@ from airflow_reverse_etl.links import JobResultLink, JobSpecLink, SparkApplicati
 from spark_jobs.contract import JobSpec, resolved_at_run_time
 
 if TYPE_CHECKING:
-    from airflow.providers.openlineage.extractors import OperatorLineage
+    from airflow_reverse_etl.lineage import Lineage
     from airflow.sdk import Context
     from airflow.sdk.types import RuntimeTaskInstanceProtocol
 
@@ -184,7 +184,7 @@ class ReverseEtlJobOperator(BaseOperator):
         self.outlets = [*self.outlets, *(table_asset(f"{root}/{rel}") for rel in tables)]
 
     def get_openlineage_facets_on_complete(
-            self, task_instance: RuntimeTaskInstanceProtocol) -> OperatorLineage:
+            self, task_instance: RuntimeTaskInstanceProtocol) -> Lineage:
         """OpenLineage datasets of the tables this run read and wrote, at their exact Delta versions."""
         return operator_lineage(self._result, self.lineage_destinations())
 
@@ -198,7 +198,7 @@ class ReverseEtlJobOperator(BaseOperator):
         return {"outputs": [{"uri": outlet.uri} for outlet in self.outlets if isinstance(outlet, Asset)]}
 
     def get_openlineage_facets_on_failure(
-            self, task_instance: RuntimeTaskInstanceProtocol) -> OperatorLineage:
+            self, task_instance: RuntimeTaskInstanceProtocol) -> Lineage:
         """OpenLineage datasets of a failed run: the ones the job reported, else the planned ones."""
         return operator_lineage(self._result or self.planned_lineage(), self.lineage_destinations())
 

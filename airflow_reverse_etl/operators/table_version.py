@@ -27,7 +27,8 @@ class TableVersionOperator(ReverseEtlJobOperator):
         self.check_static(self.spec_class, table=table, version=version, target_logical_date=target_logical_date)
         self.table = table
         self.target_logical_date = target_logical_date
-        self.version = version
+        # a template field: once rendered it is text (``""`` when its template renders empty)
+        self.version: int | str | None = version
 
     def spec_values(self) -> dict[str, Any]:
         version = None if self.version in (None, "") else self.version

@@ -20,7 +20,8 @@ def version_of(source_table: str, value: Any) -> int | None:
     if isinstance(value, dict):
         if value.get("table") != source_table:
             raise ReverseEtlConfigError(f"The upstream result for {source_table} is about table {value.get('table')!r}")
-        return value["version"]
+        version: int | None = value["version"]
+        return version
     raise ReverseEtlConfigError(f"Expected an upstream result or a version for {source_table}, got {value!r}")
 
 
