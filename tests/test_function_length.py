@@ -14,8 +14,6 @@ PACKAGES = ("spark_jobs", "airflow_reverse_etl")
 ALLOWED = {
     "airflow_reverse_etl/get_provider_info.py:get_provider_info":
         "one literal: the provider metadata Airflow reads, entry by entry",
-    "spark_jobs/widen/job.py:run_widen":
-        "62 lines; left to the widen job's own rework (issue 24 §4 names run_snapshot, _sync, send_batch)",
 }
 
 

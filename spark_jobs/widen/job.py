@@ -126,6 +126,14 @@ def run_widen(spark: SparkSession, spec: WidenSpec) -> WidenResult:
     behind = _recorded_behind(spark, wh, t, [i for i in read if not i.advances])
     consumers.commit_all(spark, wh, {(i.rel, i.consumer): i.to_version
                                      for i in read if i.advances or (i.rel, i.consumer) in behind}, spec.run_id)
+    return _result(spark, spec, inputs, wide_inputs, commits)
+
+
+def _result(spark: SparkSession, spec: WidenSpec, inputs: dict[str, Input], wide_inputs: list[Input],
+            commits: dict[str, dict[str, Any] | None]) -> WidenResult:
+    """The step's result: the wide table's new version and what each of its commits merged."""
+    t, wh = spec.wide, spec.lake
+    uri = wh.uri(t.rel)
     recent = history(spark, uri, 2 * len(commits) + 2)
     version = recent[0]["version"]
     return WidenResult(
