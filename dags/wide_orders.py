@@ -71,6 +71,16 @@ WIDE = {
 }
 
 
+def tables_on(ds: str | None) -> dict:
+    """The application's tables on ``ds``: the newest day of its data up to then. A date before its
+    first day (or a run without a logical date) has none: say which dates do."""
+    known = [d for d in DAYS if ds is not None and d <= ds]
+    if not known:
+        raise ValueError(f"The wide_orders application has data for {', '.join(DAYS)} (and keeps the last day's "
+                         f"afterwards), none for logical date {ds}: run the DAG for one of those dates")
+    return DAYS[max(known)]
+
+
 def csv_path(table: str) -> str:
     return os.path.join(DATA_DIR, "source", f"{table}.csv")
 
@@ -88,7 +98,7 @@ with DAG(
     @task
     def extract_sources(ds: str | None = None) -> dict[str, str]:
         """Write the application's tables as they look on this logical date."""
-        day = DAYS.get(ds) or DAYS[max(d for d in DAYS if d <= ds)]
+        day = tables_on(ds)
         os.makedirs(os.path.join(DATA_DIR, "source"), exist_ok=True)
         for table, schema in TABLES.items():
             with open(csv_path(table), "w", newline="") as handle:
