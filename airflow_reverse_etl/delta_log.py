@@ -14,40 +14,14 @@ from __future__ import annotations
 
 import json
 import re
-from contextlib import contextmanager
 from typing import Any, Iterator
 
-from airflow_reverse_etl.exceptions import (
-    ReverseEtlConfigError,
-    ReverseEtlDataError,
-    ReverseEtlError,
-    ReverseEtlInfrastructureError,
-)
-from airflow_reverse_etl.storage import is_transient
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlDataError
+from airflow_reverse_etl.storage import reading_log
 from spark_jobs.contract import parse_commit_metadata, parse_logical_date
 from spark_jobs.delta.timetravel import walk_recorded
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
-
-
-@contextmanager
-def _reading(uri: str) -> Iterator[None]:
-    """Raise what reading the log of ``uri`` ran into as a provider error that says whether a later
-    attempt can succeed; errors nobody recognises pass through unchanged."""
-    try:
-        yield
-    except ReverseEtlError:
-        raise
-    except Exception as exc:
-        if is_transient(exc):
-            raise ReverseEtlInfrastructureError(f"Storage unavailable while reading the Delta log of {uri}: "
-                                                f"{type(exc).__name__}: {exc}") from exc
-        if isinstance(exc, PermissionError):
-            raise ReverseEtlConfigError(f"Permission denied reading the Delta log of {uri}: {exc}. Check the "
-                                        "warehouse storage's credentials and permissions.") from exc
-        if isinstance(exc, NotADirectoryError):
-            raise ReverseEtlConfigError(f"{uri} is not a Delta table: {exc}") from exc
-        raise
 
 
 def _refuse_plain_files(fs, path: str, uri: str) -> None:
@@ -97,7 +71,7 @@ def log_entries(uri: str) -> Iterator[dict[str, Any]]:
 def latest_version(uri: str) -> int | None:
     import fsspec
 
-    with _reading(uri):
+    with reading_log(uri):
         fs, path = fsspec.core.url_to_fs(uri)
         versions = _log_versions(fs, path.rstrip("/"), uri)
     return versions[0] if versions else None
@@ -115,7 +89,7 @@ def find_version(uri: str, logical_date: str | None = None, min_version: int | N
     if logical_date is None:
         raise ReverseEtlConfigError(f"Waiting on {uri} needs a logical_date or a min_version")
     wanted = parse_logical_date(logical_date)
-    with _reading(uri):
+    with reading_log(uri):
         for date, when, entry in walk_recorded(log_entries(uri)):
             if when == wanted:
                 return {"version": entry["version"], "logical_date": date}

@@ -1,0 +1,72 @@
+"""Reading Delta tables on the Airflow side with delta-rs (the ``deltalake`` package): a table's head
+version and its newest commits with their ``userMetadata``, without Spark and without a JVM.
+
+delta-rs reads object stores through its own client (``object_store``), configured from the same
+place as every other reader of the warehouse: the standard environment (``AWS_ENDPOINT_URL``,
+``AWS_ACCESS_KEY_ID``, ``AWS_REGION``, ...). Two things differ from Hadoop's and fsspec's spelling
+and are derived here: Hadoop's ``s3a://`` is ``s3://`` (:func:`storage_uri`), and an ``http://``
+endpoint (a test server, MinIO without TLS) must be allowed explicitly (:func:`storage_options`).
+
+Failures say whether waiting helps, as :func:`airflow_reverse_etl.storage.reading_log` classifies them;
+a path where no table exists yet reads as ``None`` (worth waiting for), a path that cannot hold one
+(a file) is a configuration error naming it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError
+from airflow_reverse_etl.storage import reading_log
+from spark_jobs.contract import parse_commit_metadata
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+
+def storage_uri(uri: str) -> str:
+    """delta-rs names object stores by their own scheme: Hadoop's ``s3a://`` is ``s3://`` there."""
+    return "s3://" + uri[len("s3a://"):] if uri.startswith("s3a://") else uri
+
+
+def storage_options() -> dict[str, str]:
+    """What delta-rs needs beyond the standard environment it reads by itself: permission to talk
+    plain HTTP when the configured endpoint is ``http://`` (delta-rs refuses it by default, where
+    boto3 and Hadoop follow the endpoint's scheme). Never credentials: those stay in the environment."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or ""
+    return {"AWS_ALLOW_HTTP": "true"} if endpoint.startswith("http://") else {}
+
+
+def open_table(uri: str) -> DeltaTable | None:
+    """The Delta table at ``uri`` at its head, or None while there is none there yet."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError, TableNotFoundError
+
+    with reading_log(uri):
+        try:
+            return DeltaTable(storage_uri(uri), storage_options=storage_options())
+        except TableNotFoundError:
+            return None
+        except DeltaError as exc:
+            if "Invalid table location" in str(exc):
+                raise ReverseEtlConfigError(f"{uri} is not a Delta table: {exc}") from exc
+            raise
+
+
+def head_version(uri: str) -> int | None:
+    """The table's newest version; None while there is no table."""
+    table = open_table(uri)
+    return None if table is None else int(table.version())
+
+
+def newest_commits(uri: str, limit: int) -> list[dict[str, Any]]:
+    """The table's ``limit`` newest commits, newest first, as ``{"version", "metadata"}`` (the
+    commit's ``userMetadata`` parsed as the jobs write it); no table reads as no commits."""
+    table = open_table(uri)
+    if table is None:
+        return []
+    with reading_log(uri):
+        history = table.history(limit)
+    return [{"version": int(entry["version"]), "metadata": parse_commit_metadata(entry.get("userMetadata"))}
+            for entry in sorted(history, key=lambda entry: -int(entry["version"]))]
