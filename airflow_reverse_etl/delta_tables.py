@@ -1,5 +1,6 @@
 """Reading Delta tables on the Airflow side with delta-rs (the ``deltalake`` package): a table's head
-version and its newest commits with their ``userMetadata``, without Spark and without a JVM.
+version and its newest commits with their ``userMetadata`` (:class:`LogFollower`, for watchers that
+poll), and the table itself (the UI reads system tables whole), without Spark and without a JVM.
 
 delta-rs reads object stores through its own client (``object_store``), configured from the same
 place as every other reader of the warehouse: the standard environment (``AWS_ENDPOINT_URL``,
@@ -38,14 +39,15 @@ def storage_options() -> dict[str, str]:
     return {"AWS_ALLOW_HTTP": "true"} if endpoint.startswith("http://") else {}
 
 
-def open_table(uri: str) -> DeltaTable | None:
-    """The Delta table at ``uri`` at its head, or None while there is none there yet."""
+def open_table(uri: str, skip_stats: bool = False) -> DeltaTable | None:
+    """The Delta table at ``uri`` at its head, or None while there is none there yet.
+    ``skip_stats``: leave out the files' column statistics (a reader of the log alone needs none)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
     with reading_log(uri):
         try:
-            return DeltaTable(storage_uri(uri), storage_options=storage_options())
+            return DeltaTable(storage_uri(uri), storage_options=storage_options(), skip_stats=skip_stats)
         except TableNotFoundError:
             return None
         except DeltaError as exc:
@@ -54,19 +56,40 @@ def open_table(uri: str) -> DeltaTable | None:
             raise
 
 
-def head_version(uri: str) -> int | None:
-    """The table's newest version; None while there is no table."""
-    table = open_table(uri)
-    return None if table is None else int(table.version())
+class LogFollower:
+    """Tables kept open between polls, so that a poll reads only the commits since the previous one
+    (``update_incremental``) instead of loading the table's state again: opening a table replays its
+    checkpoint and log into the list of its files, which grows with the table, where a watcher only
+    needs its newest commits. Purely a cache: a poll that fails forgets the table, and the next one
+    opens it afresh. One follower per polling loop (delta-rs tables are not for concurrent use)."""
 
+    def __init__(self) -> None:
+        self._tables: dict[str, DeltaTable] = {}
 
-def newest_commits(uri: str, limit: int) -> list[dict[str, Any]]:
-    """The table's ``limit`` newest commits, newest first, as ``{"version", "metadata"}`` (the
-    commit's ``userMetadata`` parsed as the jobs write it); no table reads as no commits."""
-    table = open_table(uri)
-    if table is None:
-        return []
-    with reading_log(uri):
-        history = table.history(limit)
-    return [{"version": int(entry["version"]), "metadata": parse_commit_metadata(entry.get("userMetadata"))}
-            for entry in sorted(history, key=lambda entry: -int(entry["version"]))]
+    def table(self, uri: str) -> DeltaTable | None:
+        """The table at ``uri`` brought up to its head; None while there is none."""
+        table = self._tables.pop(uri, None)
+        if table is None:
+            table = open_table(uri, skip_stats=True)
+        else:
+            with reading_log(uri):
+                table.update_incremental()
+        if table is not None:
+            self._tables[uri] = table
+        return table
+
+    def head_version(self, uri: str) -> int | None:
+        """The table's newest version; None while there is no table."""
+        table = self.table(uri)
+        return None if table is None else int(table.version())
+
+    def newest_commits(self, uri: str, limit: int) -> list[dict[str, Any]]:
+        """The table's ``limit`` newest commits, newest first, as ``{"version", "metadata"}`` (the
+        commit's ``userMetadata`` parsed as the jobs write it); no table reads as no commits."""
+        table = self.table(uri)
+        if table is None:
+            return []
+        with reading_log(uri):
+            history = table.history(limit)
+        return [{"version": int(entry["version"]), "metadata": parse_commit_metadata(entry.get("userMetadata"))}
+                for entry in sorted(history, key=lambda entry: -int(entry["version"]))]

@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 from contextlib import ExitStack
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +155,47 @@ def job_durations(warehouse: Path) -> dict[str, list[float]]:
     return durations
 
 
+# ---------------------------------------------------------------- a run that finds nothing new
+
+NOOP_REPEATS = 3
+
+
+def noop_runs(url: str, warehouse: Path) -> dict[str, float]:
+    """What a run that finds nothing new costs warm over Connect (medians of ``NOOP_REPEATS``): the
+    three jobs of the DAG's last run again, in one open session, for new run instants while the source
+    is idle — the snapshot records its empty commit, the diff and the sync move nothing."""
+    from airflow_reverse_etl.hooks.spark_job import spark_jobs_archive
+    from bench.latency import _job_specs
+    from spark_jobs.contract import change_set_fields
+    from spark_jobs.entry import run
+    from spark_jobs.session import connect_session
+
+    specs = _job_specs(warehouse)
+    times: dict[str, list[float]] = {"snapshot": [], "diff": [], "sync": []}
+    with connect_session(url) as spark:
+        spark.addArtifacts(spark_jobs_archive(), pyfile=True)
+        spark.range(1).count()
+
+        def timed(job: str, spec: dict[str, Any]) -> dict[str, Any]:
+            started = time.perf_counter()
+            result = run(spark, spec)
+            times[job].append(time.perf_counter() - started)
+            if result["status"] != "success":
+                raise RuntimeError(f"no-op {job} failed: {result['error']}")
+            return result
+
+        for k in range(NOOP_REPEATS):
+            when = {"logical_date": datetime.now(UTC).isoformat(), "run_id": f"noop-{k}"}
+            snap = timed("snapshot", {**specs["snapshot"], **when})
+            diff = timed("diff", {**specs["diff"], "to_version": snap["version"], **when})
+            if any(diff["counts"].values()):
+                raise RuntimeError(f"a no-op run found changes: {diff['counts']}")
+            timed("sync", {**specs["sink"], **when, **change_set_fields(diff)})
+    medians = {f"live_noop_{job}_s": round(statistics.median(t), 2) for job, t in times.items()}
+    medians["live_noop_run_s"] = round(sum(medians.values()), 2)
+    return medians
+
+
 # ---------------------------------------------------------------- the scenario
 
 def destination_state(database: Path) -> tuple[dict[int, tuple[int, float]], int]:
@@ -218,7 +259,9 @@ def measure(work: Path, duration: float, every: float) -> dict[str, Any]:
         wait_until(lambda: all(b in observer.seen for b in commits), SETTLE, "every commit in the destination",
                    instance)
         observer.stopped.set()
-        return report(instance, source, database, observer, commits, versions, runs_before)
+        result = report(instance, source, database, observer, commits, versions, runs_before)
+        result["figures"].update(noop_runs(server.url, instance.warehouse))
+        return result
     raise AssertionError("unreachable")
 
 

@@ -19,10 +19,11 @@ snapshot still has not caught up with (the run failed for good, or the triggerer
 claim and the event reaching Airflow) is fired again: a commit is never stranded, at the price of one
 run that may find its work already done.
 
-Reads go through delta-rs (:mod:`airflow_reverse_etl.delta_tables`) in a worker thread: one small log
-read of each table per poll, no Spark. A storage outage keeps it watching (logged, backing off up to
-``MAX_BACKOFF_POLLS`` intervals); a problem waiting cannot fix (access denied, a path that is not a
-Delta table) ends the trigger with that error, naming the table — an event would start a run.
+Reads go through delta-rs (:class:`airflow_reverse_etl.delta_tables.LogFollower`) in a worker thread:
+the tables stay open between polls and a poll reads only their new commits, no Spark. A storage
+outage keeps it watching (logged, backing off up to ``MAX_BACKOFF_POLLS`` intervals); a problem
+waiting cannot fix (access denied, a path that is not a Delta table) ends the trigger with that
+error, naming the table — an event would start a run.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_reverse_etl.delta_tables import head_version, newest_commits
+from airflow_reverse_etl.delta_tables import LogFollower
 from airflow_reverse_etl.exceptions import ReverseEtlInfrastructureError
 from airflow_reverse_etl.storage import reading_log
 from airflow_reverse_etl.triggers.delta_version import MAX_BACKOFF_POLLS
@@ -45,9 +46,9 @@ from spark_jobs.contract import Warehouse, table_rel
 RECORD_LOOKBACK = 20
 
 
-def recorded_source_version(snapshot_uri: str) -> int | None:
+def recorded_source_version(follower: LogFollower, snapshot_uri: str) -> int | None:
     """The source version the snapshot's newest recording commit read; None before its first."""
-    for commit in newest_commits(snapshot_uri, RECORD_LOOKBACK):
+    for commit in follower.newest_commits(snapshot_uri, RECORD_LOOKBACK):
         recorded = commit["metadata"].get("source_version")
         if commit["metadata"].get("job") == "snapshot" and isinstance(recorded, int):
             return recorded
@@ -71,6 +72,7 @@ class DeltaCommitTrigger(BaseEventTrigger):
         self.warehouse = warehouse.rstrip("/")
         self.poll_interval = poll_interval
         self.refire_after = refire_after
+        self._follower = LogFollower()
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}", {
@@ -108,10 +110,10 @@ class DeltaCommitTrigger(BaseEventTrigger):
 
     def poll(self) -> dict[str, Any] | None:
         """One look at the lake: the event to fire (after claiming it), or None."""
-        head = head_version(self.source)
+        head = self._follower.head_version(self.source)
         if head is None:
             return None
-        recorded = recorded_source_version(self.snapshot_uri)
+        recorded = recorded_source_version(self._follower, self.snapshot_uri)
         if recorded is not None and head <= recorded:
             return None
         claim = self._read_claim()
