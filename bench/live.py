@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sqlite3
 import statistics
 import sys
@@ -123,17 +124,23 @@ def run_timeline(instance: Any, run: dict[str, Any]) -> dict[str, Any]:
                              for t in tasks), key=lambda t: t["start"] or 0)}
 
 
+def _end_of(line: dict[str, Any], task: str) -> float:
+    return next((t["end"] for t in line["tasks"] if t["task"] == task and t["end"]), 0.0)
+
+
 def breakdown(timelines: list[dict[str, Any]], commits: dict[int, float], versions: dict[int, int],
               jobs: dict[str, list[float]]) -> dict[str, float]:
-    """Medians of where a run's seconds go (see the module docstring)."""
+    """Medians of where a run's seconds go (see the module docstring). ``watch_s`` counts from the
+    commit, or from the end of the previous run's snapshot when the commit came while that run had
+    yet to record (the watcher fires once that run's claim is carried)."""
     parts: dict[str, list[float]] = {"watch_s": [], "schedule_s": []}
-    previous_end = 0.0
+    previous_end = previous_snapshot = 0.0
     for line in timelines:
         first = min((e["at"] for e in line["events"]), default=None)
         for event in line["events"]:
             batch = versions.get(event["version"])
             if batch in commits:
-                parts["watch_s"].append(event["at"] - commits[batch])
+                parts["watch_s"].append(event["at"] - max(commits[batch], previous_snapshot))
         tasks = [t for t in line["tasks"] if t["start"] and t["end"]]
         if first and tasks and first > previous_end:  # not waiting for the run before it
             parts["schedule_s"].append(tasks[0]["start"] - first)
@@ -143,6 +150,7 @@ def breakdown(timelines: list[dict[str, Any]], commits: dict[int, float], versio
             parts.setdefault(f"{task['task']}_s", []).append(task["end"] - task["start"])
             mark = task["end"]
         previous_end = max([previous_end] + [t["end"] for t in tasks])
+        previous_snapshot = _end_of(line, "snapshot_orders") or previous_snapshot
     parts.update({f"{job}_job_s": seconds for job, seconds in jobs.items()})
     return {name: round(statistics.median(values), 2) for name, values in parts.items() if values}
 
@@ -284,6 +292,7 @@ def report(instance: Any, source: str, database: Path, observer: Observer, commi
     return {"figures": figures,
             "breakdown": breakdown(timelines, commits, versions, job_durations(instance.warehouse)),
             "latencies_s": [round(v, 2) for v in latencies],
+            "commits": commits, "versions": versions, "timelines": timelines,
             "run_states": [r["state"] for r in runs],
             "correct": {"destination_equals_source": rows == source_state(source)}}
 
@@ -306,7 +315,9 @@ def main() -> int:
                         help="also merge the result into bench/results/latest.json as scenarios['8']")
     args = parser.parse_args()
     out = Path(args.out).resolve()
+    load = [round(x, 1) for x in os.getloadavg()]
     result = measure(out.parent / "live", args.duration, args.every)
+    result["load_avg"] = {"start": load, "end": [round(x, 1) for x in os.getloadavg()]}
     out.write_text(json.dumps(result, indent=2))
     if args.record:
         record(result, REPO / "bench" / "results" / "latest.json", scenario="8")
