@@ -61,7 +61,7 @@ def test_source_commits_reach_the_destination_across_a_triggerer_restart(airflow
     instance.unpause(DAG_ID)
     instance.reparse(DAG_ID)  # the watcher is registered when the unpaused DAG is parsed
 
-    time.sleep(4)  # no source table yet: an idle watcher, no run
+    time.sleep(3)  # no source table yet: an idle watcher (polling every second), no run
     assert instance.dag_runs(DAG_ID) == []
 
     commit(source, 1)
@@ -72,6 +72,6 @@ def test_source_commits_reach_the_destination_across_a_triggerer_restart(airflow
     wait_for_batch(instance, database, 2)
 
     finished(instance)
-    time.sleep(4)  # idle again: the restarted watcher does not fire for what was carried
+    time.sleep(3)  # idle again: the restarted watcher does not fire for what was carried
     runs = instance.dag_runs(DAG_ID)
     assert [(run["run_type"], run["state"]) for run in runs] == [("asset_triggered", "success")] * 2
