@@ -9,10 +9,11 @@ Why a reader of its own next to delta-rs (:mod:`airflow_reverse_etl.delta_tables
 trigger and the UI use): :class:`~airflow_reverse_etl.sensors.snapshot.SnapshotSensor` and
 :class:`~airflow_reverse_etl.triggers.delta_version.DeltaVersionTrigger` wait for a table that may not
 exist yet and must tell it from a directory that will never become one (Spark's ``_SUCCESS`` without
-a ``_delta_log``, or a file) — delta-rs reports both as "table not found"; and each poke is a fresh
-look, where delta-rs would load the table's whole state (checkpoint, log, file list; its
-``without_files`` is ignored since 1.x) to answer "which is the newest version", which a listing of
-``_delta_log`` answers. Kept until delta-rs can open a table's log without its state.
+a ``_delta_log``, or a file) — delta-rs reports both as "table not found"; a corrupt commit is named
+here by file and line, where delta-rs says only "Json error" (an operator has to find the file); and
+each poke is a fresh look, where delta-rs would load the table's whole state (checkpoint, log, file
+list; its ``without_files`` is ignored since 1.x) to answer "which is the newest version", which a
+listing of ``_delta_log`` answers. Kept until delta-rs can open a table's log without its state.
 
 Failures say whether waiting helps: a storage outage (:func:`airflow_reverse_etl.storage.is_transient`)
 raises :class:`ReverseEtlInfrastructureError`; access denied, a path that holds something other than

@@ -16,9 +16,10 @@ a path where no table exists yet reads as ``None`` (worth waiting for), a path t
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator
 
-from airflow_reverse_etl.exceptions import ReverseEtlConfigError
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlDataError
 from airflow_reverse_etl.storage import reading_log
 from spark_jobs.contract import parse_commit_metadata
 
@@ -39,21 +40,36 @@ def storage_options() -> dict[str, str]:
     return {"AWS_ALLOW_HTTP": "true"} if endpoint.startswith("http://") else {}
 
 
+@contextmanager
+def _reading(uri: str) -> Iterator[None]:
+    """:func:`~airflow_reverse_etl.storage.reading_log`, plus what delta-rs reports its own way: a
+    path that cannot hold a table, and a commit that is not valid JSON (delta-rs does not say which:
+    its first line is all the message keeps, without its backtrace)."""
+    from deltalake.exceptions import DeltaError
+
+    with reading_log(uri):
+        try:
+            yield
+        except DeltaError as exc:
+            said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if "Invalid table location" in said:
+                raise ReverseEtlConfigError(f"{uri} is not a Delta table: {said}") from exc
+            if "Json error" in said or "Invalid JSON" in said:
+                raise ReverseEtlDataError(f"The Delta log of {uri} is corrupt: {said}") from exc
+            raise
+
+
 def open_table(uri: str, skip_stats: bool = False) -> DeltaTable | None:
     """The Delta table at ``uri`` at its head, or None while there is none there yet.
     ``skip_stats``: leave out the files' column statistics (a reader of the log alone needs none)."""
     from deltalake import DeltaTable
-    from deltalake.exceptions import DeltaError, TableNotFoundError
+    from deltalake.exceptions import TableNotFoundError
 
-    with reading_log(uri):
+    with _reading(uri):
         try:
             return DeltaTable(storage_uri(uri), storage_options=storage_options(), skip_stats=skip_stats)
         except TableNotFoundError:
             return None
-        except DeltaError as exc:
-            if "Invalid table location" in str(exc):
-                raise ReverseEtlConfigError(f"{uri} is not a Delta table: {exc}") from exc
-            raise
 
 
 class LogFollower:
@@ -72,7 +88,7 @@ class LogFollower:
         if table is None:
             table = open_table(uri, skip_stats=True)
         else:
-            with reading_log(uri):
+            with _reading(uri):
                 table.update_incremental()
         if table is not None:
             self._tables[uri] = table
@@ -89,7 +105,7 @@ class LogFollower:
         table = self.table(uri)
         if table is None:
             return []
-        with reading_log(uri):
+        with _reading(uri):
             history = table.history(limit)
         return [{"version": int(entry["version"]), "metadata": parse_commit_metadata(entry.get("userMetadata"))}
                 for entry in sorted(history, key=lambda entry: -int(entry["version"]))]

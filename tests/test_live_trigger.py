@@ -19,9 +19,14 @@ import pyarrow as pa
 import pytest
 
 from airflow_reverse_etl.delta_tables import LogFollower
-from airflow_reverse_etl.exceptions import ReverseEtlConfigError
+from airflow_reverse_etl.exceptions import (
+    ReverseEtlConfigError,
+    ReverseEtlDataError,
+    ReverseEtlInfrastructureError,
+)
 from airflow_reverse_etl.live import live_source
 from airflow_reverse_etl.triggers.delta_commit import DeltaCommitTrigger, recorded_source_version
+from tests.faults.test_storage import BUCKET, s3_server  # noqa: F401 (an S3 server a test can stop and start)
 
 POLL = 0.05
 
@@ -44,13 +49,16 @@ def record(snapshot_uri: str, source_version: int | None, job: str = "snapshot")
                     commit_properties=CommitProperties(custom_metadata={"userMetadata": json.dumps(metadata)}))
 
 
-def events_within(trigger: DeltaCommitTrigger, seconds: float) -> list[dict[str, Any]]:
-    """The events ``run()`` yields in ``seconds`` of polling (it never ends by itself)."""
+def events_within(trigger: DeltaCommitTrigger, seconds: float, first: int | None = None) -> list[dict[str, Any]]:
+    """The events ``run()`` yields in ``seconds`` of polling (it never ends by itself), or its
+    ``first`` events as soon as they are there."""
     seen: list[dict[str, Any]] = []
 
     async def watch() -> None:
         async for event in trigger.run():
             seen.append(event.payload)
+            if len(seen) == first:
+                return
 
     async def bounded() -> None:
         try:
@@ -118,6 +126,15 @@ def test_a_path_that_cannot_be_a_table_ends_the_trigger_naming_it(lake):
         events_within(trigger_for(lake), 1)
 
 
+def test_a_corrupt_source_commit_ends_the_trigger_naming_the_table(lake):
+    trigger = trigger_for(lake)
+    commit_source(lake["source"])
+    assert len(events_within(trigger, 0.2)) == 1
+    Path(lake["source"], "_delta_log", f"{1:020d}.json").write_text('{"commitInfo":')  # a truncated commit
+    with pytest.raises(ReverseEtlDataError, match=f"The Delta log of {lake['source']} is corrupt: .*Json error"):
+        events_within(trigger, 1)
+
+
 def test_an_object_store_source(lake, s3):
     from airflow_reverse_etl.delta_tables import storage_options
 
@@ -127,6 +144,24 @@ def test_an_object_store_source(lake, s3):
                                  poll_interval=POLL)
     assert [e["source_version"] for e in events_within(trigger, 1.0)] == [0]
     assert s3.get_object(Bucket="lake", Key="warehouse/_system/watchers/snapshots/orders.json")
+
+
+def test_a_storage_outage_keeps_it_watching(lake, s3_server):  # noqa: F811
+    """The object store goes down while the trigger polls: it keeps watching (logged, backing off),
+    and fires once the store is back."""
+    from airflow_reverse_etl.delta_tables import storage_options
+
+    options = {**storage_options(), "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    trigger = DeltaCommitTrigger(source=f"s3://{BUCKET}/raw/orders", snapshot="orders",
+                                 warehouse=f"s3://{BUCKET}/warehouse", poll_interval=POLL)
+    s3_server.stop()
+    with pytest.raises(ReverseEtlInfrastructureError, match=f"Storage unavailable while reading the Delta log of "
+                                                            f"s3://{BUCKET}/raw/orders"):
+        trigger.poll()
+    assert events_within(trigger, 1.0) == []  # the same in run(): no event, no error, still watching
+    s3_server.start()
+    commit_source(f"s3://{BUCKET}/raw/orders", storage_options=options)
+    assert [e["source_version"] for e in events_within(trigger, 30, first=1)] == [0]
 
 
 def test_live_source_builds_a_watched_asset(lake):
