@@ -100,12 +100,14 @@ class LogFollower:
         return None if table is None else int(table.version())
 
     def newest_commits(self, uri: str, limit: int) -> list[dict[str, Any]]:
-        """The table's ``limit`` newest commits, newest first, as ``{"version", "metadata"}`` (the
-        commit's ``userMetadata`` parsed as the jobs write it); no table reads as no commits."""
+        """The table's ``limit`` newest commits, newest first, as ``{"version", "operation",
+        "metadata"}`` (the commit's ``userMetadata`` parsed as the jobs write it); no table reads as no
+        commits."""
         table = self.table(uri)
         if table is None:
             return []
         with _reading(uri):
             history = table.history(limit)
-        return [{"version": int(entry["version"]), "metadata": parse_commit_metadata(entry.get("userMetadata"))}
+        return [{"version": int(entry["version"]), "operation": entry.get("operation"),
+                 "metadata": parse_commit_metadata(entry.get("userMetadata"))}
                 for entry in sorted(history, key=lambda entry: -int(entry["version"]))]

@@ -113,6 +113,20 @@ def test_a_commit_during_a_run_fires_once_that_run_records(lake):
     assert [e["source_version"] for e in events_within(trigger, 0.2)] == [2]
 
 
+def test_maintenance_commits_of_the_source_start_no_run(lake):
+    from deltalake import DeltaTable
+
+    trigger = trigger_for(lake)
+    for _ in range(3):
+        commit_source(lake["source"], rows=1)
+    record(lake["snapshot"], 2)
+    DeltaTable(lake["source"]).optimize.compact()  # version 3: the same rows in one file
+    DeltaTable(lake["source"]).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    assert events_within(trigger, 0.3) == []
+    commit_source(lake["source"], rows=1)
+    assert [e["source_version"] for e in events_within(trigger, 0.3)] == [DeltaTable(lake["source"]).version()]
+
+
 def test_a_claim_never_recorded_is_fired_again_after_refire_after(lake):
     commit_source(lake["source"])
     assert len(events_within(trigger_for(lake, refire_after=0.5), 0.2)) == 1

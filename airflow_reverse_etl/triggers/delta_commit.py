@@ -11,7 +11,8 @@ the trigger to another triggerer) neither loses a commit nor fires twice for one
   in the warehouse (``{"source_version", "fired_at"}``), written before the event is handed to
   Airflow.
 
-A poll fires when the source's head is past the recorded version and no claim is outstanding (a claim
+A poll fires when the source's head is past the recorded version with commits that change rows (not
+only OPTIMIZE, VACUUM, ...) and no claim is outstanding (a claim
 is outstanding while it names a version the snapshot has not recorded yet). So one run is in flight
 at a time and a burst of commits during it is carried by the next run, which reads up to the head:
 no queue of runs that each find nothing. A claim older than ``refire_after`` seconds that the
@@ -44,6 +45,10 @@ from spark_jobs.contract import Warehouse, table_rel
 #: How many of the snapshot's newest commits are looked at for its recorded source version
 #: (maintenance commits — OPTIMIZE, VACUUM, column renames — record none and are skipped).
 RECORD_LOOKBACK = 20
+#: Source commits that change no row: a run for them alone would find nothing new.
+MAINTENANCE = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "CHECKPOINT", "SET TBLPROPERTIES"})
+#: Up to how many uncarried source commits are looked at for data changes; past it, a run is fired.
+MAINTENANCE_LOOKBACK = 50
 
 
 def recorded_source_version(follower: LogFollower, snapshot_uri: str) -> int | None:
@@ -114,7 +119,7 @@ class DeltaCommitTrigger(BaseEventTrigger):
         if head is None:
             return None
         recorded = recorded_source_version(self._follower, self.snapshot_uri)
-        if recorded is not None and head <= recorded:
+        if recorded is not None and (head <= recorded or self._maintenance_only(head - recorded)):
             return None
         claim = self._read_claim()
         if claim is not None and self._outstanding(claim, recorded):
@@ -122,6 +127,14 @@ class DeltaCommitTrigger(BaseEventTrigger):
         self._write_claim({"source_version": head, "fired_at": time.time()})
         return {"source": self.source, "snapshot": table_rel(self.snapshot), "source_version": head,
                 "recorded_version": recorded}
+
+    def _maintenance_only(self, uncarried: int) -> bool:
+        """Whether the source's ``uncarried`` newest commits all change no row (OPTIMIZE, VACUUM, ...):
+        the pipeline is not behind, whatever the version numbers say."""
+        if uncarried > MAINTENANCE_LOOKBACK:
+            return False
+        commits = self._follower.newest_commits(self.source, uncarried)
+        return all(commit["operation"] in MAINTENANCE for commit in commits)
 
     def _outstanding(self, claim: dict[str, Any], recorded: int | None) -> bool:
         """Whether a run fired for ``claim`` may still be carrying it: the snapshot has not recorded
