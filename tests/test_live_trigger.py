@@ -26,7 +26,7 @@ from airflow_reverse_etl.exceptions import (
 )
 from airflow_reverse_etl.live import live_source
 from airflow_reverse_etl.triggers.delta_commit import DeltaCommitTrigger, recorded_source_version
-from tests.faults.test_storage import BUCKET, s3_server  # noqa: F401 (an S3 server a test can stop and start)
+from tests.support.object_store import BUCKET
 
 POLL = 0.05
 
@@ -160,7 +160,7 @@ def test_an_object_store_source(lake, s3):
     assert s3.get_object(Bucket="lake", Key="warehouse/_system/watchers/snapshots/orders.json")
 
 
-def test_a_storage_outage_keeps_it_watching(lake, s3_server):  # noqa: F811
+def test_a_storage_outage_keeps_it_watching(lake, s3_server):
     """The object store goes down while the trigger polls: it keeps watching (logged, backing off),
     and fires once the store is back."""
     from airflow_reverse_etl.delta_tables import storage_options
