@@ -5,6 +5,16 @@ A Delta table's history is ``_delta_log/<20-digit version>.json``, one file per 
 per action with ``commitInfo`` (and its ``userMetadata``) written first. Only the newest commits are
 read, and only up to their ``commitInfo`` line, until the wanted date is passed.
 
+Why a reader of its own next to delta-rs (:mod:`airflow_reverse_etl.delta_tables`, which the live-sync
+trigger and the UI use): :class:`~airflow_reverse_etl.sensors.snapshot.SnapshotSensor` and
+:class:`~airflow_reverse_etl.triggers.delta_version.DeltaVersionTrigger` wait for a table that may not
+exist yet and must tell it from a directory that will never become one (Spark's ``_SUCCESS`` without
+a ``_delta_log``, or a file) — delta-rs reports both as "table not found"; a corrupt commit is named
+here by file and line, where delta-rs says only "Json error" (an operator has to find the file); and
+each poke is a fresh look, where delta-rs would load the table's whole state (checkpoint, log, file
+list; its ``without_files`` is ignored since 1.x) to answer "which is the newest version", which a
+listing of ``_delta_log`` answers. Kept until delta-rs can open a table's log without its state.
+
 Failures say whether waiting helps: a storage outage (:func:`airflow_reverse_etl.storage.is_transient`)
 raises :class:`ReverseEtlInfrastructureError`; access denied, a path that holds something other than
 a Delta table, or a corrupt commit raise a configuration or data error naming the table.
@@ -14,43 +24,20 @@ from __future__ import annotations
 
 import json
 import re
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from airflow_reverse_etl.exceptions import (
-    ReverseEtlConfigError,
-    ReverseEtlDataError,
-    ReverseEtlError,
-    ReverseEtlInfrastructureError,
-)
-from airflow_reverse_etl.storage import is_transient
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlDataError
+from airflow_reverse_etl.storage import reading_log
 from spark_jobs.contract import parse_commit_metadata, parse_logical_date
 from spark_jobs.delta.timetravel import walk_recorded
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
 _COMMIT = re.compile(r"^(\d{20})\.json$")
 
 
-@contextmanager
-def _reading(uri: str) -> Iterator[None]:
-    """Raise what reading the log of ``uri`` ran into as a provider error that says whether a later
-    attempt can succeed; errors nobody recognises pass through unchanged."""
-    try:
-        yield
-    except ReverseEtlError:
-        raise
-    except Exception as exc:
-        if is_transient(exc):
-            raise ReverseEtlInfrastructureError(f"Storage unavailable while reading the Delta log of {uri}: "
-                                                f"{type(exc).__name__}: {exc}") from exc
-        if isinstance(exc, PermissionError):
-            raise ReverseEtlConfigError(f"Permission denied reading the Delta log of {uri}: {exc}. Check the "
-                                        "warehouse storage's credentials and permissions.") from exc
-        if isinstance(exc, NotADirectoryError):
-            raise ReverseEtlConfigError(f"{uri} is not a Delta table: {exc}") from exc
-        raise
-
-
-def _refuse_plain_files(fs, path: str, uri: str) -> None:
+def _refuse_plain_files(fs: AbstractFileSystem, path: str, uri: str) -> None:
     """A table that does not exist yet is worth waiting for; a file, or a directory Spark finished
     writing without Delta (``_SUCCESS`` but no ``_delta_log``; Delta never writes ``_SUCCESS``), never
     becomes one."""
@@ -61,7 +48,7 @@ def _refuse_plain_files(fs, path: str, uri: str) -> None:
                                     "it is not a Delta table; point at the table the snapshot writes")
 
 
-def _log_versions(fs, path: str, uri: str) -> list[int]:
+def _log_versions(fs: AbstractFileSystem, path: str, uri: str) -> list[int]:
     log_dir = f"{path}/_delta_log"
     fs.invalidate_cache(log_dir)  # object-store filesystems cache listings: a poll must see new commits
     if not fs.exists(log_dir):
@@ -71,7 +58,7 @@ def _log_versions(fs, path: str, uri: str) -> list[int]:
     return sorted((int(m.group(1)) for m in map(_COMMIT.match, names) if m), reverse=True)
 
 
-def _commit_metadata(fs, path: str, uri: str) -> dict[str, Any]:
+def _commit_metadata(fs: AbstractFileSystem, path: str, uri: str) -> dict[str, Any]:
     with fs.open(path, "r") as handle:
         for number, line in enumerate(handle, 1):
             try:
@@ -97,7 +84,7 @@ def log_entries(uri: str) -> Iterator[dict[str, Any]]:
 def latest_version(uri: str) -> int | None:
     import fsspec
 
-    with _reading(uri):
+    with reading_log(uri):
         fs, path = fsspec.core.url_to_fs(uri)
         versions = _log_versions(fs, path.rstrip("/"), uri)
     return versions[0] if versions else None
@@ -115,7 +102,7 @@ def find_version(uri: str, logical_date: str | None = None, min_version: int | N
     if logical_date is None:
         raise ReverseEtlConfigError(f"Waiting on {uri} needs a logical_date or a min_version")
     wanted = parse_logical_date(logical_date)
-    with _reading(uri):
+    with reading_log(uri):
         for date, when, entry in walk_recorded(log_entries(uri)):
             if when == wanted:
                 return {"version": entry["version"], "logical_date": date}

@@ -12,7 +12,14 @@ from __future__ import annotations
 
 import errno
 import re
+from contextlib import contextmanager
+from typing import Iterator
 
+from airflow_reverse_etl.exceptions import (
+    ReverseEtlConfigError,
+    ReverseEtlError,
+    ReverseEtlInfrastructureError,
+)
 from spark_jobs.errors import exception_chain
 
 #: errnos of a connection or a service that is down or busy (s3fs: 409/503/SlowDown are EBUSY, 500 is
@@ -55,3 +62,23 @@ def is_transient(exc: BaseException) -> bool:
                 _TRANSIENT_TEXT.search(str(error)):
             return True
     return False
+
+
+@contextmanager
+def reading_log(uri: str) -> Iterator[None]:
+    """Raise what reading the log of ``uri`` ran into as a provider error that says whether a later
+    attempt can succeed; errors nobody recognises pass through unchanged."""
+    try:
+        yield
+    except ReverseEtlError:
+        raise
+    except Exception as exc:
+        if is_transient(exc):
+            raise ReverseEtlInfrastructureError(f"Storage unavailable while reading the Delta log of {uri}: "
+                                                f"{type(exc).__name__}: {exc}") from exc
+        if isinstance(exc, PermissionError):
+            raise ReverseEtlConfigError(f"Permission denied reading the Delta log of {uri}: {exc}. Check the "
+                                        "warehouse storage's credentials and permissions.") from exc
+        if isinstance(exc, NotADirectoryError):
+            raise ReverseEtlConfigError(f"{uri} is not a Delta table: {exc}") from exc
+        raise

@@ -9,7 +9,8 @@ Scenarios: 1 snapshot + diff of a full extract; 2 the Change Data Feed fast path
 4 sinks (``bench.bench_widen`` / ``bench.bench_sinks``); 5 orchestration overhead
 (Airflow + spark-submit, in a child process); 6 driver peak memory at N and N/10 on a real standalone
 cluster (``--master`` runs the in-process scenarios on any master); 7 latency of the 1k-row DAG in both
-execution modes (spark-submit and Spark Connect) and warm per-job times (``bench.latency``).
+execution modes (spark-submit and Spark Connect) and warm per-job times (``bench.latency``); 8 live-sync
+latency, commit to destination under a real ``airflow standalone`` (``bench.live``, ~7 minutes).
 
 A scenario that raises is recorded as failed (``{"error": ...}`` in the results, its traceback on
 stderr, a FAILED line in the table), the others still run, and the exit status is 1. Skips are only
@@ -31,7 +32,7 @@ import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import data, latency
+from bench import data, latency, live
 from bench.data import Mutation
 from bench.references import duckdb_diff, spark_join_diff
 
@@ -54,6 +55,7 @@ GOALS = {  # ratio name -> (goal text, predicate); issue 14's goals where it set
     "s4.kafka_job_messages_per_s": (">= 150k messages/s (whole job)", lambda r: r >= 150_000),
     "s4.kafka_delivery_messages_per_s": (">= 150k messages/s (delivery)", lambda r: r >= 150_000),
     **latency.GOALS,  # scenario 7's goals are on figures (seconds), not ratios
+    **live.GOALS,  # and scenario 8's
 }
 
 
@@ -227,6 +229,12 @@ def scenario_7() -> dict:
     return json.loads(out.read_text())
 
 
+def scenario_8() -> dict:
+    out = REPO / ".cache" / "bench" / "live.json"
+    subprocess.run([sys.executable, "-m", "bench.live", "--out", str(out)], check=True, cwd=REPO)
+    return json.loads(out.read_text())
+
+
 def attempt(results: dict, scenario: str, fn, *args) -> None:
     """Run one scenario into ``results[scenario]``; if it raises, record it as failed (the error in
     the results, the traceback on stderr) and go on: one broken scenario must neither vanish from the
@@ -362,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--scenarios", default="1,2,3,4,5,6,7", type=lambda s: s.split(","))
+    parser.add_argument("--scenarios", default="1,2,3,4,5,6,7,8", type=lambda s: s.split(","))
     parser.add_argument("--update", type=float, default=0.01)
     parser.add_argument("--insert", type=float, default=0.005)
     parser.add_argument("--delete", type=float, default=0.005)
@@ -396,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                 write(args.out, report)  # an interrupted run keeps its finished repetitions
         finally:
             spark.stop()
-    if {"5", "6", "7"} & set(args.scenarios):
+    if {"5", "6", "7", "8"} & set(args.scenarios):
         if not report["runs"]:
             report["runs"].append({"scenarios": {}, "rss": {"jvm_peak_rss_mib": None, "python_peak_rss_mib": None}})
         extra = {}
@@ -406,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
             attempt(extra, "6", scenario_6, args)
         if "7" in args.scenarios:
             attempt(extra, "7", scenario_7)
+        if "8" in args.scenarios:
+            attempt(extra, "8", scenario_8)
         for run in report["runs"]:  # measured once, shown against every repetition
             run["scenarios"].update(extra)
 

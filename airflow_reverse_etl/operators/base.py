@@ -51,9 +51,23 @@ DATE_ORDERED = {"depends_on_past": True, "max_active_tis_per_dag": 1}
 
 def logical_date_of(context: Context) -> str:
     """The run's logical date as ISO text. A run without one (a manual or asset-triggered run in
-    Airflow 3) records its versions under its ``run_after`` instant instead, as design §7 decides (so
-    its retries find the version it wrote, and versions still follow the order of the runs); the
-    task log says so, since that date is then what the snapshot's history shows."""
+    Airflow 3) records its versions under its ``run_after`` instant instead, as design §7 decides;
+    the task log says so, since that date is then what the snapshot's history shows. What follows,
+    with nothing else added for such runs (docs/guides/live-syncs.md):
+
+    - a retry of the run (or of its snapshot task) has the same ``run_after``: the snapshot finds the
+      version recorded for it and returns it without reading the source again;
+    - runs never record out of order: a run's ``run_after`` older than the newest date the table
+      recorded is refused like any past logical date (``on_past_date``), never written behind it.
+      ``run_after`` is when Airflow queued the run, so with ``max_active_runs=1`` (the live DAGs'
+      setting) the runs of a DAG start, and record, in that order;
+    - a run reads a Delta source at its head (the snapshot pins the version it read and records it as
+      ``source_version``), so a burst of commits is one run, and a run after it finds nothing new:
+      an empty snapshot commit, an empty diff, nothing to send;
+    - scheduled runs (their logical date, which for Airflow 3's default cron timetable is also when
+      they run) and event-driven runs of one table share one line of dates in time order.
+
+    Runs with a logical date (backfill, rebuild, SCD2 history) are untouched."""
     logical_date = context.get("logical_date")
     if logical_date is not None:
         return logical_date.isoformat()

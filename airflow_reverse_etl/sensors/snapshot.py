@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
@@ -17,6 +17,9 @@ from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlInfr
 from airflow_reverse_etl.operators.base import logical_date_of
 from airflow_reverse_etl.triggers.delta_version import DeltaVersionTrigger
 from spark_jobs.contract import table_rel
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class SnapshotSensor(BaseSensorOperator):
@@ -55,7 +58,7 @@ class SnapshotSensor(BaseSensorOperator):
         self.warehouse = warehouse
         self.deferrable = deferrable
 
-    def _target(self, context) -> tuple[str, str, str | None, int | None]:
+    def _target(self, context: Context) -> tuple[str, str, str | None, int | None]:
         rel = table_rel(self.table)
         uri = f"{config.warehouse_uri(self.warehouse)}/{rel}"
         if self.min_version is not None:
@@ -74,7 +77,7 @@ class SnapshotSensor(BaseSensorOperator):
             self.log.warning("%s; will look again", exc)
             return None
 
-    def poke(self, context) -> PokeReturnValue | bool:
+    def poke(self, context: Context) -> PokeReturnValue | bool:
         rel, uri, date, min_version = self._target(context)
         found = self._find(uri, date, min_version)
         if not found:
@@ -82,11 +85,12 @@ class SnapshotSensor(BaseSensorOperator):
             return False
         return PokeReturnValue(is_done=True, xcom_value=self._xcom(rel, uri, found))
 
-    def _trigger(self, uri: str, date: str | None, min_version: int | None, deadline: float | None = None):
+    def _trigger(self, uri: str, date: str | None, min_version: int | None, deadline: float | None = None
+                 ) -> DeltaVersionTrigger:
         return DeltaVersionTrigger(uri=uri, logical_date=date, min_version=min_version,
                                    poll_interval=self.poke_interval, deadline=deadline)
 
-    def execute(self, context) -> Any:
+    def execute(self, context: Context) -> Any:
         rel, uri, date, min_version = self._target(context)
         if not self.deferrable:
             try:
@@ -101,7 +105,7 @@ class SnapshotSensor(BaseSensorOperator):
                    method_name="execute_complete",
                    timeout=timedelta(seconds=self.timeout + 60))  # the trigger's own deadline says why
 
-    def execute_complete(self, context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         if event["status"] == "found":
             rel, uri, _, _ = self._target(context)
             return self._xcom(rel, uri, event)

@@ -78,5 +78,5 @@ class DeltaVersionTrigger(BaseTrigger):
 
     def _pause(self, failures: int) -> float:
         """The poll interval, doubled for each poll in a row that found the storage unavailable."""
-        pause = self.poll_interval * min(2 ** max(failures - 1, 0), MAX_BACKOFF_POLLS)
+        pause: float = self.poll_interval * min(2 ** max(failures - 1, 0), MAX_BACKOFF_POLLS)
         return pause if self.deadline is None else min(pause, max(self.deadline - time.time(), 0))

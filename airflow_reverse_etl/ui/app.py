@@ -39,10 +39,12 @@ def create_app() -> FastAPI:
 
     @app.get("/api/syncs")
     def syncs() -> list[dict[str, Any]]:
-        return summary.as_json(_history()[0])
+        rows: list[dict[str, Any]] = summary.as_json(_history()[0])
+        return rows
 
     @app.get("/api/rejects")
     def rejects() -> list[dict[str, Any]]:
-        return summary.as_json(_history()[1])
+        rows: list[dict[str, Any]] = summary.as_json(_history()[1])
+        return rows
 
     return app

@@ -35,7 +35,8 @@ def _text(value: Any) -> str:
     if isinstance(value, datetime):
         if value.tzinfo:
             value = value.astimezone(timezone.utc)
-        return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+        shown: str = value.strftime("%Y-%m-%d %H:%M:%S UTC")
+        return shown
     return "" if value is None else str(value)
 
 

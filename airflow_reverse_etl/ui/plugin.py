@@ -8,9 +8,12 @@ off, through ``get_provider_info()["plugins"]`` (the way the OpenLineage provide
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.plugins_manager import AirflowPlugin
+
+if TYPE_CHECKING:
+    from starlette.types import Receive, Scope, Send
 
 #: where the API server mounts the app, and the UI route of the menu entry's page
 URL_PREFIX = "/reverse-etl"
@@ -27,7 +30,7 @@ class _AppOnFirstRequest:
     def __init__(self) -> None:
         self._app: Any = None
 
-    async def __call__(self, scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._app is None:
             from airflow_reverse_etl.ui.app import create_app
 

@@ -14,10 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-def _storage_uri(uri: str) -> str:
-    """delta-rs names object stores by their own scheme: Hadoop's ``s3a://`` is ``s3://`` there."""
-    return "s3://" + uri[len("s3a://"):] if uri.startswith("s3a://") else uri
+from airflow_reverse_etl.delta_tables import storage_options, storage_uri
 
 
 def read_rows(uri: str, columns: list[str]) -> list[dict[str, Any]]:
@@ -27,7 +24,7 @@ def read_rows(uri: str, columns: list[str]) -> list[dict[str, Any]]:
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(_storage_uri(uri))
+        table = DeltaTable(storage_uri(uri), storage_options=storage_options())
     except TableNotFoundError:
         return []
     stored = {field.name for field in table.schema().fields}

@@ -7,7 +7,6 @@ table) ends the wait at once, naming the table, and fails the sensor without ret
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from pathlib import Path
@@ -20,54 +19,9 @@ from airflow_reverse_etl.exceptions import ReverseEtlDataError, ReverseEtlInfras
 from airflow_reverse_etl.sensors.snapshot import SnapshotSensor
 from airflow_reverse_etl.triggers.delta_version import DeltaVersionTrigger
 from tests.support.jobs import job, write_parquet
+from tests.support.object_store import BUCKET
 
-BUCKET = "lake"
 D = "2026-05-0{}T00:00:00+00:00"
-
-
-class MotoServer:
-    """moto's S3 server on a fixed port, which a test can stop and start again (moto keeps the
-    buckets in process memory, so the data survives the outage)."""
-
-    def __init__(self) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self._server = None
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        from moto.server import ThreadedMotoServer
-
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
-        self._server.start()
-
-    def stop(self) -> None:
-        self._server.stop()
-
-
-@pytest.fixture
-def s3_server(monkeypatch):
-    import s3fs
-
-    server = MotoServer()
-    server.start()
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "aretl-test-key")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aretl-test-secret")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
-    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # the client's own retries would only slow each poll down
-    s3fs.S3FileSystem.clear_instance_cache()
-    fs = s3fs.S3FileSystem()
-    fs.makedirs(BUCKET, exist_ok=True)  # moto keeps its buckets per process, across servers
-    yield server
-    if fs.exists(f"{BUCKET}/warehouse"):
-        fs.rm(f"{BUCKET}/warehouse", recursive=True)
-    server.stop()
-    s3fs.S3FileSystem.clear_instance_cache()
 
 
 def snap(spark, warehouse: str, src: str, day: int) -> None:

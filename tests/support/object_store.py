@@ -1,5 +1,6 @@
 """A real S3-compatible HTTP server on 127.0.0.1 (moto's server) and a bucket on it, reached only
-through the standard AWS environment variables, as on a real deployment."""
+through the standard AWS environment variables, as on a real deployment: ``s3`` (one server per
+module) and ``s3_server`` (a server of the test's own, which it can stop and start again)."""
 
 from __future__ import annotations
 
@@ -45,4 +46,49 @@ def s3(s3_endpoint, monkeypatch):
     for item in client.list_objects_v2(Bucket=BUCKET).get("Contents", []):
         client.delete_object(Bucket=BUCKET, Key=item["Key"])
     client.delete_bucket(Bucket=BUCKET)
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+class MotoServer:
+    """moto's S3 server on a fixed port, which a test can stop and start again (moto keeps the
+    buckets in process memory, so the data survives the outage)."""
+
+    def __init__(self) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self._server = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+
+    def stop(self) -> None:
+        self._server.stop()
+
+
+@pytest.fixture
+def s3_server(monkeypatch):
+    import s3fs
+
+    server = MotoServer()
+    server.start()
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "aretl-test-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aretl-test-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", server.endpoint)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # the client's own retries would only slow each poll down
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem()
+    fs.makedirs(BUCKET, exist_ok=True)  # moto keeps its buckets per process, across servers
+    yield server
+    if fs.exists(f"{BUCKET}/warehouse"):
+        fs.rm(f"{BUCKET}/warehouse", recursive=True)
+    server.stop()
     s3fs.S3FileSystem.clear_instance_cache()

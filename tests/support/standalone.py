@@ -28,6 +28,7 @@ using it is marked ``standalone`` (and so ``slow``) by :mod:`tests.support.marke
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -61,6 +62,8 @@ class AirflowStandalone:
     url: str  # http://127.0.0.1:<port>, the UI; the REST API is under /api/v2
     env: dict[str, str] = field(repr=False)  # the environment of the instance and of its CLI
     process: subprocess.Popen = field(repr=False)
+    #: triggerers started by :meth:`start_triggerer`, each in a process group of its own
+    triggerers: list[subprocess.Popen] = field(default_factory=list, repr=False)
 
     @property
     def log_file(self) -> Path:
@@ -184,20 +187,59 @@ class AirflowStandalone:
         for run in self.dag_runs(dag_id):
             self.api("DELETE", f"/dags/{dag_id}/dagRuns/{run['dag_run_id']}")
 
+    def stop_triggerer(self) -> None:
+        """Kill the instance's triggerer (the process and its children, SIGKILL: no clean shutdown)."""
+        import psutil
+
+        def command(process: psutil.Process) -> list[str]:
+            try:
+                return process.cmdline()
+            except psutil.Error:  # gone, or a zombie (a finished task process not reaped yet)
+                return []
+
+        old = [p for p in psutil.Process(self.process.pid).children(recursive=True) if command(p)[-1:] == ["triggerer"]]
+        if not old:
+            raise StandaloneError(f"No triggerer runs under the instance:\n{self.log_tail()}")
+        victims = list({q.pid: q for p in old for q in [p, *p.children(recursive=True)]}.values())
+        for victim in victims:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                victim.kill()
+        psutil.wait_procs(victims, timeout=10)
+
+    def start_triggerer(self) -> None:
+        """Start a triggerer for the instance (:meth:`stop` stops it too); its log is
+        ``<home>/triggerer.log``."""
+        with open(self.home / "triggerer.log", "ab") as log:
+            self.triggerers.append(subprocess.Popen(
+                [str(Path(sys.executable).with_name("airflow")), "triggerer"], env=self.env, cwd=self.home,
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))
+
+    def reparse(self, dag_id: str) -> None:
+        """Ask the dag processor to parse the DAG's file now (the instance parses each file once: an
+        Asset watcher is registered only when its DAG is parsed unpaused)."""
+        token = self.api("GET", f"/dags/{dag_id}/details")["file_token"]
+        self.api("PUT", f"/parseDagFile/{token}")
+
     def stop(self) -> None:
-        """Stop every process of the instance (its process group), TERM first, then KILL."""
-        if self.process.poll() is not None:
+        """Stop every process of the instance (its process group, and those of the triggerers
+        started later), TERM first, then KILL."""
+        for process in [*self.triggerers, self.process]:
+            _stop_group(process)
+
+
+def _stop_group(process: subprocess.Popen) -> None:
+    if process.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
             return
-        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.process.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+        try:
+            process.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def standalone_env(home: Path, port: int, connections: dict[str, str]) -> dict[str, str]:
@@ -236,6 +278,7 @@ def standalone_env(home: Path, port: int, connections: dict[str, str]) -> dict[s
                                                       "append": True}),
         "AIRFLOW__OPENLINEAGE__NAMESPACE": "aretl-standalone",
         "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True",  # Connect clients hold gRPC threads: no fork
+        "ARETL_LIVE_POLL_INTERVAL": "1",  # dags/live_orders.py: its watcher polls every second
     })
     env.update({f"AIRFLOW_CONN_{conn_id.upper()}": value for conn_id, value in connections.items()})
     return env
@@ -279,11 +322,13 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         item.config.stash[_running].stop()
 
 
-@pytest.fixture(scope="session")
-def airflow_standalone(request, tmp_path_factory, spark_connect_server) -> Iterator[AirflowStandalone]:
-    """A running ``airflow standalone`` until its last user is done (see the module's docstring)."""
-    home = tmp_path_factory.mktemp("airflow-standalone")
-    env = standalone_env(home, free_port(), {"spark_default": spark_connect_server.airflow_connection()})
+@contextlib.contextmanager
+def running_standalone(home: Path, connections: dict[str, str],
+                       settings: dict[str, str] | None = None) -> Iterator[AirflowStandalone]:
+    """``airflow standalone`` in ``home`` until the block ends, healthy when the block starts; the
+    tests' instance and the live-sync benchmark (bench/live.py, which tunes the scheduler with
+    ``settings``: more environment variables) both start it here."""
+    env = {**standalone_env(home, free_port(), connections), **(settings or {})}
     with open(home / "standalone.log", "ab") as log:
         process = subprocess.Popen([str(Path(sys.executable).with_name("airflow")), "standalone"], env=env, cwd=home,
                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -291,7 +336,15 @@ def airflow_standalone(request, tmp_path_factory, spark_connect_server) -> Itera
     instance = AirflowStandalone(home=home, url=env["AIRFLOW__API__BASE_URL"], env=env, process=process)
     try:
         _wait_until_healthy(instance, START_TIMEOUT)
-        request.config.stash[_running] = instance
         yield instance
     finally:
         instance.stop()
+
+
+@pytest.fixture(scope="session")
+def airflow_standalone(request, tmp_path_factory, spark_connect_server) -> Iterator[AirflowStandalone]:
+    """A running ``airflow standalone`` until its last user is done (see the module's docstring)."""
+    home = tmp_path_factory.mktemp("airflow-standalone")
+    with running_standalone(home, {"spark_default": spark_connect_server.airflow_connection()}) as instance:
+        request.config.stash[_running] = instance
+        yield instance

@@ -1,0 +1,113 @@
+"""Reading Delta tables on the Airflow side with delta-rs (the ``deltalake`` package): a table's head
+version and its newest commits with their ``userMetadata`` (:class:`LogFollower`, for watchers that
+poll), and the table itself (the UI reads system tables whole), without Spark and without a JVM.
+
+delta-rs reads object stores through its own client (``object_store``), configured from the same
+place as every other reader of the warehouse: the standard environment (``AWS_ENDPOINT_URL``,
+``AWS_ACCESS_KEY_ID``, ``AWS_REGION``, ...). Two things differ from Hadoop's and fsspec's spelling
+and are derived here: Hadoop's ``s3a://`` is ``s3://`` (:func:`storage_uri`), and an ``http://``
+endpoint (a test server, MinIO without TLS) must be allowed explicitly (:func:`storage_options`).
+
+Failures say whether waiting helps, as :func:`airflow_reverse_etl.storage.reading_log` classifies them;
+a path where no table exists yet reads as ``None`` (worth waiting for), a path that cannot hold one
+(a file) is a configuration error naming it.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator
+
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlDataError
+from airflow_reverse_etl.storage import reading_log
+from spark_jobs.contract import parse_commit_metadata
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
+
+def storage_uri(uri: str) -> str:
+    """delta-rs names object stores by their own scheme: Hadoop's ``s3a://`` is ``s3://`` there."""
+    return "s3://" + uri[len("s3a://"):] if uri.startswith("s3a://") else uri
+
+
+def storage_options() -> dict[str, str]:
+    """What delta-rs needs beyond the standard environment it reads by itself: permission to talk
+    plain HTTP when the configured endpoint is ``http://`` (delta-rs refuses it by default, where
+    boto3 and Hadoop follow the endpoint's scheme). Never credentials: those stay in the environment."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or ""
+    return {"AWS_ALLOW_HTTP": "true"} if endpoint.startswith("http://") else {}
+
+
+@contextmanager
+def _reading(uri: str) -> Iterator[None]:
+    """:func:`~airflow_reverse_etl.storage.reading_log`, plus what delta-rs reports its own way: a
+    path that cannot hold a table, and a commit that is not valid JSON (delta-rs does not say which:
+    its first line is all the message keeps, without its backtrace)."""
+    from deltalake.exceptions import DeltaError
+
+    with reading_log(uri):
+        try:
+            yield
+        except DeltaError as exc:
+            said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if "Invalid table location" in said:
+                raise ReverseEtlConfigError(f"{uri} is not a Delta table: {said}") from exc
+            if "Json error" in said or "Invalid JSON" in said:
+                raise ReverseEtlDataError(f"The Delta log of {uri} is corrupt: {said}") from exc
+            raise
+
+
+def open_table(uri: str, skip_stats: bool = False) -> DeltaTable | None:
+    """The Delta table at ``uri`` at its head, or None while there is none there yet.
+    ``skip_stats``: leave out the files' column statistics (a reader of the log alone needs none)."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    with _reading(uri):
+        try:
+            return DeltaTable(storage_uri(uri), storage_options=storage_options(), skip_stats=skip_stats)
+        except TableNotFoundError:
+            return None
+
+
+class LogFollower:
+    """Tables kept open between polls, so that a poll reads only the commits since the previous one
+    (``update_incremental``) instead of loading the table's state again: opening a table replays its
+    checkpoint and log into the list of its files, which grows with the table, where a watcher only
+    needs its newest commits. Purely a cache: a poll that fails forgets the table, and the next one
+    opens it afresh. One follower per polling loop (delta-rs tables are not for concurrent use)."""
+
+    def __init__(self) -> None:
+        self._tables: dict[str, DeltaTable] = {}
+
+    def table(self, uri: str) -> DeltaTable | None:
+        """The table at ``uri`` brought up to its head; None while there is none."""
+        table = self._tables.pop(uri, None)
+        if table is None:
+            table = open_table(uri, skip_stats=True)
+        else:
+            with _reading(uri):
+                table.update_incremental()
+        if table is not None:
+            self._tables[uri] = table
+        return table
+
+    def head_version(self, uri: str) -> int | None:
+        """The table's newest version; None while there is no table."""
+        table = self.table(uri)
+        return None if table is None else int(table.version())
+
+    def newest_commits(self, uri: str, limit: int) -> list[dict[str, Any]]:
+        """The table's ``limit`` newest commits, newest first, as ``{"version", "operation",
+        "metadata"}`` (the commit's ``userMetadata`` parsed as the jobs write it); no table reads as no
+        commits."""
+        table = self.table(uri)
+        if table is None:
+            return []
+        with _reading(uri):
+            history = table.history(limit)
+        return [{"version": int(entry["version"]), "operation": entry.get("operation"),
+                 "metadata": parse_commit_metadata(entry.get("userMetadata"))}
+                for entry in sorted(history, key=lambda entry: -int(entry["version"]))]

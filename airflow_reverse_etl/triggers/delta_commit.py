@@ -1,0 +1,169 @@
+"""DeltaCommitTrigger: an event trigger (for an ``AssetWatcher``) that fires when a Delta source has
+commits the snapshot consuming it has not recorded yet.
+
+Its state lives in the lake, never in the triggerer's memory, so a triggerer restart (or a move of
+the trigger to another triggerer) neither loses a commit nor fires twice for one:
+
+- *what the pipeline has carried*: the ``source_version`` the consuming snapshot's newest commit
+  recorded (the snapshot job pins a Delta source to the version it reads and records it in its
+  commit's ``userMetadata``, :mod:`spark_jobs.jobs.snapshot`);
+- *what has been fired for and not carried yet*: a claim, ``_system/watchers/<snapshot table>.json``
+  in the warehouse (``{"source_version", "fired_at"}``), written before the event is handed to
+  Airflow.
+
+A poll fires when the source's head is past the recorded version with commits that change rows (not
+only OPTIMIZE, VACUUM, ...) and no claim is outstanding (a claim
+is outstanding while it names a version the snapshot has not recorded yet). So one run is in flight
+at a time and a burst of commits during it is carried by the next run, which reads up to the head:
+no queue of runs that each find nothing. A claim older than ``refire_after`` seconds that the
+snapshot still has not caught up with (the run failed for good, or the triggerer stopped between the
+claim and the event reaching Airflow) is fired again: a commit is never stranded, at the price of one
+run that may find its work already done.
+
+Reads go through delta-rs (:class:`airflow_reverse_etl.delta_tables.LogFollower`) in a worker thread:
+the tables stay open between polls and a poll reads only their new commits, no Spark. A storage
+outage keeps it watching (logged, backing off up to ``MAX_BACKOFF_POLLS`` intervals); a problem
+waiting cannot fix (access denied, a path that is not a Delta table) ends the trigger with that
+error, naming the table — an event would start a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any, AsyncIterator
+
+from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+
+from airflow_reverse_etl.delta_tables import LogFollower
+from airflow_reverse_etl.exceptions import ReverseEtlInfrastructureError
+from airflow_reverse_etl.storage import reading_log
+from airflow_reverse_etl.triggers.delta_version import MAX_BACKOFF_POLLS
+from spark_jobs.contract import Warehouse, table_rel
+
+#: How many of the snapshot's newest commits are looked at for its recorded source version
+#: (maintenance commits — OPTIMIZE, VACUUM, column renames — record none and are skipped).
+RECORD_LOOKBACK = 20
+#: Source commits that change no row: a run for them alone would find nothing new.
+MAINTENANCE = frozenset({"OPTIMIZE", "VACUUM START", "VACUUM END", "CHECKPOINT", "SET TBLPROPERTIES"})
+#: Up to how many uncarried source commits are looked at for data changes; past it, a run is fired.
+MAINTENANCE_LOOKBACK = 50
+
+
+def recorded_source_version(follower: LogFollower, snapshot_uri: str) -> int | None:
+    """The source version the snapshot's newest recording commit read; None before its first."""
+    for commit in follower.newest_commits(snapshot_uri, RECORD_LOOKBACK):
+        recorded = commit["metadata"].get("source_version")
+        if commit["metadata"].get("job") == "snapshot" and isinstance(recorded, int):
+            return recorded
+    return None
+
+
+class DeltaCommitTrigger(BaseEventTrigger):
+    """Fire when the Delta table ``source`` has versions the snapshot ``snapshot`` (a name, or a
+    warehouse-relative table) of ``warehouse`` has not recorded yet.
+
+    Each event's payload is ``{"source", "snapshot", "source_version", "recorded_version"}``: the
+    source head seen and the version the snapshot had recorded (None: never). The run it starts
+    reads the source at its head, which is at least ``source_version``.
+    """
+
+    def __init__(self, source: str, snapshot: str, warehouse: str, poll_interval: float = 5.0,
+                 refire_after: float = 900.0) -> None:
+        super().__init__()
+        self.source = source.rstrip("/")
+        self.snapshot = snapshot
+        self.warehouse = warehouse.rstrip("/")
+        self.poll_interval = poll_interval
+        self.refire_after = refire_after
+        self._follower = LogFollower()
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}", {
+            "source": self.source, "snapshot": self.snapshot, "warehouse": self.warehouse,
+            "poll_interval": self.poll_interval, "refire_after": self.refire_after,
+        })
+
+    @property
+    def snapshot_uri(self) -> str:
+        return Warehouse(self.warehouse).uri(table_rel(self.snapshot))
+
+    @property
+    def claim_uri(self) -> str:
+        return Warehouse(self.warehouse).system(f"watchers/{table_rel(self.snapshot)}.json")
+
+    def describe(self) -> str:
+        return f"commits of {self.source} not yet recorded by {self.snapshot_uri}"
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        polls = failures = 0
+        while True:
+            polls += 1
+            try:
+                event = await asyncio.to_thread(self.poll)
+                failures = 0
+            except ReverseEtlInfrastructureError as exc:
+                failures, event = failures + 1, None
+                self.log.warning("Poll %d: %s; still watching %s", polls, exc, self.describe())
+            if event is not None:
+                self.log.info("Source %s is at version %s, the snapshot recorded %s: firing", self.source,
+                              event["source_version"], event["recorded_version"])
+                yield TriggerEvent(event)
+            pause = self.poll_interval * min(2 ** max(failures - 1, 0), MAX_BACKOFF_POLLS)
+            await asyncio.sleep(pause)
+
+    def poll(self) -> dict[str, Any] | None:
+        """One look at the lake: the event to fire (after claiming it), or None."""
+        head = self._follower.head_version(self.source)
+        if head is None:
+            return None
+        recorded = recorded_source_version(self._follower, self.snapshot_uri)
+        if recorded is not None and (head <= recorded or self._maintenance_only(head - recorded)):
+            return None
+        claim = self._read_claim()
+        if claim is not None and self._outstanding(claim, recorded):
+            return None
+        self._write_claim({"source_version": head, "fired_at": time.time()})
+        return {"source": self.source, "snapshot": table_rel(self.snapshot), "source_version": head,
+                "recorded_version": recorded}
+
+    def _maintenance_only(self, uncarried: int) -> bool:
+        """Whether the source's ``uncarried`` newest commits all change no row (OPTIMIZE, VACUUM, ...):
+        the pipeline is not behind, whatever the version numbers say."""
+        if uncarried > MAINTENANCE_LOOKBACK:
+            return False
+        commits = self._follower.newest_commits(self.source, uncarried)
+        return all(commit["operation"] in MAINTENANCE for commit in commits)
+
+    def _outstanding(self, claim: dict[str, Any], recorded: int | None) -> bool:
+        """Whether a run fired for ``claim`` may still be carrying it: the snapshot has not recorded
+        its version yet and it is younger than ``refire_after``."""
+        carried = recorded is not None and recorded >= int(claim["source_version"])
+        return not carried and time.time() - float(claim["fired_at"]) < self.refire_after
+
+    def _read_claim(self) -> dict[str, Any] | None:
+        import fsspec
+
+        with reading_log(self.claim_uri):
+            fs, path = fsspec.core.url_to_fs(self.claim_uri)
+            fs.invalidate_cache(path.rsplit("/", 1)[0])
+            if not fs.exists(path):
+                return None
+            with fs.open(path, "r") as handle:
+                claim: dict[str, Any] = json.load(handle)
+            return claim
+
+    def _write_claim(self, claim: dict[str, Any]) -> None:
+        """One whole-object write (a single PUT on an object store; a rename over the old file on a
+        local disk), so a reader never sees half a claim."""
+        import fsspec
+
+        with reading_log(self.claim_uri):
+            fs, path = fsspec.core.url_to_fs(self.claim_uri)
+            fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+            if "file" in fs.protocol:
+                fs.pipe_file(f"{path}.tmp", json.dumps(claim).encode())
+                fs.mv(f"{path}.tmp", path)
+            else:
+                fs.pipe_file(path, json.dumps(claim).encode())
