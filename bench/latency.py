@@ -287,9 +287,10 @@ def record(result: dict, path: Path, scenario: str = "7") -> None:
     path.write_text(json.dumps(report, indent=2, default=str))
 
 
-def verdicts(result: dict) -> list[str]:
+def verdicts(result: dict, goals: dict | None = None) -> list[str]:
+    """One line per goal (this scenario's, or the ``goals`` of another), and one per wrong result."""
     lines = [f"{name}: {result['figures'][name]} (goal {goal}): {'met' if ok(result['figures'][name]) else 'NOT met'}"
-             for name, (goal, ok) in GOALS.items()]
+             for name, (goal, ok) in (goals or GOALS).items()]
     lines += [f"WRONG RESULT: {name}" for name, ok in result["correct"].items() if not ok]
     return lines
 

@@ -297,15 +297,8 @@ def report(instance: Any, source: str, database: Path, observer: Observer, commi
             "correct": {"destination_equals_source": rows == source_state(source)}}
 
 
-def verdicts(result: dict[str, Any]) -> list[str]:
-    lines = [f"{name}: {result['figures'][name]} (goal {goal}): {'met' if ok(result['figures'][name]) else 'NOT met'}"
-             for name, (goal, ok) in GOALS.items()]
-    lines += [f"WRONG RESULT: {name}" for name, ok in result["correct"].items() if not ok]
-    return lines
-
-
 def main() -> int:
-    from bench.latency import record
+    from bench.latency import record, verdicts
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
@@ -322,7 +315,7 @@ def main() -> int:
     if args.record:
         record(result, REPO / "bench" / "results" / "latest.json", scenario="8")
     print(json.dumps(result, indent=2))
-    print("\n".join(verdicts(result)))
+    print("\n".join(verdicts(result, GOALS)))
     return 0
 
 
