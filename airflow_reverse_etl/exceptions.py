@@ -18,6 +18,8 @@ from typing import Any, ClassVar, Iterator
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from spark_jobs import errors
+
 
 class ReverseEtlError(AirflowException):
     """Base of the provider's errors. ``error`` is the failed job's result ``error`` (type, message,
@@ -28,6 +30,12 @@ class ReverseEtlError(AirflowException):
     def __init__(self, message: str, error: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.error = error or {}
+
+    def raised_as(self, job_error: type[errors.JobError]) -> bool:
+        """Whether the Spark job failed with ``job_error`` or one of its subclasses. The job's error
+        crosses the process boundary as its class name, which names a class of :mod:`spark_jobs.errors`."""
+        raised = getattr(errors, str(self.error.get("type")), None)
+        return isinstance(raised, type) and issubclass(raised, job_error)
 
 
 class ReverseEtlConfigError(ReverseEtlError, AirflowFailException):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 from spark_jobs.contract import DiffSpec, SinkSpec, SnapshotSpec, WidenSpec
 from spark_jobs.contract.wide_table import Source, WideTable
 from spark_jobs.delta.columns import data_columns
-from spark_jobs.delta.row_hash import ROW_HASH
+from spark_jobs.delta.row_hash import read_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,10 +52,7 @@ def carried(output: str | None, input_uri: str, fields: dict[str, str], descript
 
 def _columns(spark: SparkSession, uri: str, version: int | None) -> list[str]:
     """The data columns of a Delta table version: a read of its schema only."""
-    reader = spark.read.format("delta")
-    if version is not None:
-        reader = reader.option("versionAsOf", version)
-    return [c for c in data_columns(reader.load(uri).columns) if c != ROW_HASH]
+    return data_columns(read_table(spark, uri, version).columns)
 
 
 def _snapshot(spark: SparkSession, spec: SnapshotSpec, result: dict[str, Any]) -> list[Link]:

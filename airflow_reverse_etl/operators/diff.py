@@ -12,6 +12,7 @@ from airflow_reverse_etl.lineage import table_asset
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
 from airflow_reverse_etl.operators.snapshot import SnapshotOperator
 from spark_jobs.contract import DiffSpec, resolved_at_run_time, table_rel
+from spark_jobs.errors import AlreadyDeliveredError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -98,7 +99,7 @@ class DiffOperator(ReverseEtlJobOperator):
         try:
             return super().execute(context)
         except ReverseEtlConfigError as exc:
-            if exc.error.get("type") == "AlreadyDeliveredError":
+            if exc.raised_as(AlreadyDeliveredError):
                 raise AirflowSkipException(exc.error["message"]) from None
             raise
 

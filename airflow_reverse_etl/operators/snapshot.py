@@ -118,7 +118,7 @@ class SnapshotOperator(ReverseEtlJobOperator):
         try:
             return super().execute(context)
         except ReverseEtlConfigError as exc:
-            if exc.error.get("type") == PastDateRefusedError.__name__:
+            if exc.raised_as(PastDateRefusedError):
                 reason = f"{exc.error['message']} {self.rebuild_instructions(context)}"
                 self.log.warning("Skipped, this date is refused: %s", reason)
                 raise AirflowSkipException(reason) from None
