@@ -2,11 +2,7 @@
 version and its newest commits with their ``userMetadata`` (:class:`LogFollower`, for watchers that
 poll), and the table itself (the UI reads system tables whole), without Spark and without a JVM.
 
-delta-rs reads object stores through its own client (``object_store``), configured from the same
-place as every other reader of the warehouse: the standard environment (``AWS_ENDPOINT_URL``,
-``AWS_ACCESS_KEY_ID``, ``AWS_REGION``, ...). Two things differ from Hadoop's and fsspec's spelling
-and are derived here: Hadoop's ``s3a://`` is ``s3://`` (:func:`storage_uri`), and an ``http://``
-endpoint (a test server, MinIO without TLS) must be allowed explicitly (:func:`storage_options`).
+delta-rs reaches the warehouse the way the jobs do (:mod:`spark_jobs.contract.storage`).
 
 Failures say whether waiting helps, as :func:`airflow_reverse_etl.storage.reading_log` classifies them;
 a path where no table exists yet reads as ``None`` (worth waiting for), a path that cannot hold one
@@ -15,29 +11,16 @@ a path where no table exists yet reads as ``None`` (worth waiting for), a path t
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlDataError
 from airflow_reverse_etl.storage import reading_log
 from spark_jobs.contract import parse_commit_metadata
+from spark_jobs.contract.storage import storage_options, storage_uri
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
-
-
-def storage_uri(uri: str) -> str:
-    """delta-rs names object stores by their own scheme: Hadoop's ``s3a://`` is ``s3://`` there."""
-    return "s3://" + uri[len("s3a://"):] if uri.startswith("s3a://") else uri
-
-
-def storage_options() -> dict[str, str]:
-    """What delta-rs needs beyond the standard environment it reads by itself: permission to talk
-    plain HTTP when the configured endpoint is ``http://`` (delta-rs refuses it by default, where
-    boto3 and Hadoop follow the endpoint's scheme). Never credentials: those stay in the environment."""
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or ""
-    return {"AWS_ALLOW_HTTP": "true"} if endpoint.startswith("http://") else {}
 
 
 @contextmanager

@@ -100,7 +100,7 @@ def start_consumer(spark, warehouse: str, table: str, version: int) -> None:
     from spark_jobs.state import consumers
     from spark_jobs.contract import Warehouse
 
-    consumers.commit(spark, Warehouse(warehouse), table, "bench", version, "bench-setup")
+    consumers.commit(Warehouse(warehouse), table, "bench", version, "bench-setup")
 
 
 def scenario_1(spark, con, work: Path, rows: int, before: str, after: str, expected: dict) -> dict:

@@ -38,16 +38,14 @@ def run(spark: SparkSession, spec_json: dict[str, Any]) -> dict[str, Any]:
     from spark_jobs.contract import parse_spec
     from spark_jobs.state.lineage import record_run
     from spark_jobs.session import running_in
-    from spark_jobs.state.system_tables import recorded_together
 
     started = time.monotonic()
     try:
         spec = parse_spec(spec_json)
-        # the job's history rows (a sync's run row, the lineage row) are written side by side at the end
-        with running_in(spark), recorded_together():
+        with running_in(spark):
             result = with_column_lineage(spark, spec, load_job(spec.job)(spark, spec))
             # after success only: a failed job leaves no lineage row
-            record_run(spark, spec, result, time.monotonic() - started)
+            record_run(spec, result, time.monotonic() - started)
         result["status"] = "success"
     except Exception as exc:
         result = {"status": "failed", "error": failure(exc, spec_json.get("warehouse"))}

@@ -154,7 +154,7 @@ def test_a_backfill_records_dates_in_order_a_cleared_date_sends_nothing_and_an_e
     assert crm(airflow) == rows(DAY_3)
     warehouse = str(airflow.warehouse)
     # the consumer's position kept its meaning: 2026-01-03, now version 5
-    assert committed_version(connect_session, Warehouse(warehouse), "snapshots/customers", "crm") == 5
+    assert committed_version(Warehouse(warehouse), "snapshots/customers", "crm") == 5
 
     job(connect_session, "history", warehouse, table="customers")
     history = connect_session.read.format("delta").load(f"{warehouse}/history/customers")

@@ -63,28 +63,39 @@ def test_a_rerun_of_a_delivered_version_succeeds_as_already_delivered(spark, war
 
 def test_a_commit_over_a_newer_commit_is_refused(spark, warehouse):
     wh = Warehouse(warehouse)
-    consumers.commit(spark, wh, "snapshots/t", "crm", 1, "setup")
-    a = consumers.require_position(spark, wh, "snapshots/t", "crm", 1, 2)
-    b = consumers.require_position(spark, wh, "snapshots/t", "crm", 1, 3)
-    consumers.commit_from(spark, wh, b, 3, "b")
-    # Delta skips a's idempotent write (its sequence was taken): a must notice and fail, not report success.
+    consumers.commit(wh, "snapshots/t", "crm", 1, "setup")
+    a = consumers.require_position(wh, "snapshots/t", "crm", 1, 2)
+    b = consumers.require_position(wh, "snapshots/t", "crm", 1, 3)
+    consumers.commit_from(wh, b, 3, "b")
+    # a's commit finds b's where it expected the pair's position of when it started: it must fail, not land.
     with pytest.raises(StaleCommitError, match="version 3 committed by run 'b'"):
-        consumers.commit_from(spark, wh, a, 2, "a")
-    assert consumers.committed_version(spark, wh, "snapshots/t", "crm") == 3
+        consumers.commit_from(wh, a, 2, "a")
+    assert consumers.committed_version(wh, "snapshots/t", "crm") == 3
     with pytest.raises(StaleCommitError, match="started from version 1"):
-        consumers.require_position(spark, wh, "snapshots/t", "crm", 1, 4)
+        consumers.require_position(wh, "snapshots/t", "crm", 1, 4)
 
 
 def test_concurrent_commits_from_one_position_let_exactly_one_through(spark, warehouse):
     wh = Warehouse(warehouse)
     for round_ in range(3):
-        expected = consumers.require_position(spark, wh, "snapshots/t", "crm", None if round_ == 0 else round_ * 10, 99)
+        expected = consumers.require_position(wh, "snapshots/t", "crm", None if round_ == 0 else round_ * 10, 99)
         outcomes = race(spark, 2, lambda session, i, expected=expected, round_=round_: consumers.commit_from(
-            session, wh, expected, (round_ + 1) * 10, f"run-{round_}-{i}"))
+            wh, expected, (round_ + 1) * 10, f"run-{round_}-{i}"))
         winners = [o for o in outcomes if o is None]
         losers = [o for o in outcomes if isinstance(o, StaleCommitError)]
         assert (len(winners), len(losers)) == (1, 1), outcomes
-        assert consumers.committed_version(spark, wh, "snapshots/t", "crm") == (round_ + 1) * 10
+        assert consumers.committed_version(wh, "snapshots/t", "crm") == (round_ + 1) * 10
+
+
+def test_commits_of_other_consumers_landing_meanwhile_do_not_refuse_a_commit(spark, warehouse):
+    """Every sync commits to the one consumers table: a commit that finds the table's next version taken
+    by another pair's commit reads again and lands, where its own pair's commit would refuse it."""
+    wh = Warehouse(warehouse)
+    pairs = [("snapshots/t", f"c{i}") for i in range(6)]
+    expected = [consumers.require_position(wh, table, consumer, None, 1) for table, consumer in pairs]
+    outcomes = race(spark, len(pairs), lambda session, i: consumers.commit_from(wh, expected[i], 1, f"run-{i}"))
+    assert outcomes == [None] * len(pairs)
+    assert {pair: p.version for pair, p in consumers.positions(wh).items()} == {pair: 1 for pair in pairs}
 
 
 def test_two_syncs_of_one_consumer_racing_commit_once(spark, warehouse, tmp_path):
@@ -117,16 +128,16 @@ def test_bookkeeping_is_blind_appends(spark, warehouse, tmp_path):
         assert operations == {"WRITE"}, (table, operations)
     # Every commit is a row; readers see the newest per (table, consumer).
     assert p.system("consumers").count() == 2
-    assert consumers.committed_versions(spark, Warehouse(warehouse), "crm") == {("snapshots/customers", "crm"): 1}
+    assert consumers.committed_versions(Warehouse(warehouse), "crm") == {("snapshots/customers", "crm"): 1}
 
 
 def test_commit_all_commits_several_pairs_in_one_transaction(spark, warehouse):
     wh = Warehouse(warehouse)
-    consumers.commit_all(spark, wh, {("snapshots/a", "widen:w"): 3, ("snapshots/b", "widen:w"): 5}, "r1")
-    consumers.commit_all(spark, wh, {("snapshots/a", "widen:w"): 4}, "r2")
+    consumers.commit_all(wh, {("snapshots/a", "widen:w"): 3, ("snapshots/b", "widen:w"): 5}, "r1")
+    consumers.commit_all(wh, {("snapshots/a", "widen:w"): 4}, "r2")
     history = spark.sql(f"DESCRIBE HISTORY delta.`{warehouse}/_system/consumers`").orderBy("version").collect()
-    assert [int(h["operationMetrics"]["numOutputRows"]) for h in history] == [2, 1]
-    assert consumers.committed_versions(spark, wh, "widen:") == {("snapshots/a", "widen:w"): 4,
+    assert [int(h["operationMetrics"]["num_added_rows"]) for h in history] == [2, 1]  # written by delta-rs
+    assert consumers.committed_versions(wh, "widen:") == {("snapshots/a", "widen:w"): 4,
                                                                  ("snapshots/b", "widen:w"): 5}
 
 
@@ -137,15 +148,15 @@ def test_a_consumers_table_of_the_previous_release_is_read_and_extended(spark, w
                                 "table STRING, consumer STRING, committed_version BIGINT, committed_at TIMESTAMP, "
                                 "run_id STRING")
     old.write.format("delta").save(wh.system("consumers"))
-    assert consumers.committed_version(spark, wh, "snapshots/t", "crm") == 7
-    consumers.commit_from(spark, wh, consumers.require_position(spark, wh, "snapshots/t", "crm", 7, 8), 8, "new")
-    assert consumers.committed_version(spark, wh, "snapshots/t", "crm") == 8
+    assert consumers.committed_version(wh, "snapshots/t", "crm") == 7
+    consumers.commit_from(wh, consumers.require_position(wh, "snapshots/t", "crm", 7, 8), 8, "new")
+    assert consumers.committed_version(wh, "snapshots/t", "crm") == 8
 
 
 def test_reading_before_any_commit_creates_nothing(spark, warehouse, tmp_path):
     from spark_jobs.state.lineage import read_lineage
 
     wh = Warehouse(warehouse)
-    assert consumers.committed_version(spark, wh, "snapshots/t", "crm") is None
+    assert consumers.committed_version(wh, "snapshots/t", "crm") is None
     assert read_lineage(spark, warehouse).count() == 0
     assert not (tmp_path / "warehouse" / "_system").exists()

@@ -35,7 +35,7 @@ def diff(spark, warehouse, **extra):
 
 
 def commit(spark, warehouse, version):
-    consumers.commit(spark, Warehouse(warehouse), "snapshots/customers", CONSUMER, version, "test")
+    consumers.commit(Warehouse(warehouse), "snapshots/customers", CONSUMER, version, "test")
 
 
 def test_first_diff_sends_the_whole_version_as_inserts(spark, warehouse, versions):

@@ -115,7 +115,7 @@ def test_vacuum_keeps_savepointed_and_unconsumed_versions(spark, warehouse, tmp_
         snap_day(spark, warehouse, src, day, [(1, f"d{day}")])
     point = job(spark, "savepoint", warehouse, table="dim", target_logical_date=D.format(3), run_id="sp")
     assert (point["version"], point["savepoint"]) == (2, "v2")
-    consumers.commit(spark, Warehouse(warehouse), "snapshots/dim", "crm", 3, "r")
+    consumers.commit(Warehouse(warehouse), "snapshots/dim", "crm", 3, "r")
 
     result = job(spark, "maintenance", warehouse, table="dim", vacuum=True, retain_hours=0)
     vacuumed = result["vacuumed"]

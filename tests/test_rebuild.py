@@ -51,8 +51,8 @@ def test_a_middle_date_is_inserted_and_the_later_date_replayed(spark, warehouse,
     assert rows_of(table) == [(1, "a", "z"), (3, "c", "w")]
 
     # positions keep their logical date: crm now sits at 2026-01-03's new version; late is untouched
-    assert committed_version(spark, wh, TABLE, "crm") == 4
-    assert committed_version(spark, wh, TABLE, "late") == 0
+    assert committed_version(wh, TABLE, "crm") == 4
+    assert committed_version(wh, TABLE, "late") == 0
     assert job(spark, "diff", warehouse, table=TABLE, consumer="late")["counts"] == {
         "insert": 1, "update": 1, "delete": 1}  # 2026-01-01 -> 2026-01-03, as before the rebuild
     old_date = job_error(spark, "diff", warehouse, table=TABLE, consumer="crm", to_version=3)
@@ -60,4 +60,4 @@ def test_a_middle_date_is_inserted_and_the_later_date_replayed(spark, warehouse,
 
     again = snap(spark, warehouse, src, D2, on_past_date="rebuild")  # a retry of the same run
     assert (again["reused"], again["version"], again["replayed"]) == (True, 3, {D3: 4})
-    assert latest_version(spark, f"{warehouse}/{TABLE}") == 4 and committed_version(spark, wh, TABLE, "crm") == 4
+    assert latest_version(spark, f"{warehouse}/{TABLE}") == 4 and committed_version(wh, TABLE, "crm") == 4

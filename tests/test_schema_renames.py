@@ -20,7 +20,7 @@ def snap(spark, wh, src, day, rows, schema, **extra):
 def test_a_renamed_column_keeps_its_history(spark, warehouse, tmp_path):
     src, uri = str(tmp_path / "src"), f"{warehouse}/snapshots/people"
     snap(spark, warehouse, src, 1, [(1, "ann", "x"), (2, "bob", "y")], "id INT, name STRING, city STRING")
-    consumers.commit(spark, Warehouse(warehouse), "snapshots/people", "crm", 0, "test")
+    consumers.commit(Warehouse(warehouse), "snapshots/people", "crm", 0, "test")
 
     # the source renamed name -> full_name, and changed one value in the same run
     renamed = snap(spark, warehouse, src, 2, [(1, "ann", "x"), (2, "bobby", "y")],
@@ -109,7 +109,7 @@ def test_rebuilds_across_a_rename_keep_the_column(spark, warehouse, tmp_path):
     old-named version under the new name."""
     src, uri, new = str(tmp_path / "src"), f"{warehouse}/snapshots/people", "id INT, full_name STRING, city STRING"
     snap(spark, warehouse, src, 2, [(1, "ann", "x"), (2, "bob", "y")], "id INT, name STRING, city STRING")
-    consumers.commit(spark, Warehouse(warehouse), "snapshots/people", "crm", 0, "test")
+    consumers.commit(Warehouse(warehouse), "snapshots/people", "crm", 0, "test")
     snap(spark, warehouse, src, 4, [(1, "ann", "x"), (2, "bobby", "y")], new, renames={"name": "full_name"})
 
     middle = snap(spark, warehouse, src, 3, [(1, "ann", "q"), (2, "bob", "y")], new, renames={"name": "full_name"},

@@ -43,7 +43,7 @@ def pipeline(spark, warehouse, tmp_path):
             return job_error(spark, "sink", warehouse, **self.sync_spec(changes, **options))
 
         def committed(self, consumer="crm"):
-            return consumers.committed_version(spark, Warehouse(warehouse), "snapshots/customers", consumer)
+            return consumers.committed_version(Warehouse(warehouse), "snapshots/customers", consumer)
 
         def rows(self, table="customers"):
             with sqlite3.connect(dest) as conn:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_reverse_etl.delta_tables import storage_options, storage_uri
+from spark_jobs.contract.storage import storage_options, storage_uri
 
 
 def read_rows(uri: str, columns: list[str]) -> list[dict[str, Any]]:

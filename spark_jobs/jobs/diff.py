@@ -44,7 +44,7 @@ def run_diff(spark: SparkSession, spec: DiffSpec) -> DiffResult:
     require_columns(all_columns, columns, f"Diff of {table_rel}: column(s)")
 
     full_resync = spec.full_resync
-    committed = consumers.committed_version(spark, wh, table_rel, consumer)
+    committed = consumers.committed_version(wh, table_rel, consumer)
     if committed is not None and committed > to_version:
         raise AlreadyDeliveredError(
             f"Consumer {consumer} already committed version {committed} of {table_rel}, newer than the "

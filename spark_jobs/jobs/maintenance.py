@@ -37,17 +37,16 @@ LOGGING_CONF = "spark.databricks.delta.vacuum.logging.enabled"  # VACUUM END com
 LISTING_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"  # VACUUM's file-listing shuffle
 
 
-def consumer_floor(spark: SparkSession, wh: Warehouse, rel: str) -> int | None:
+def consumer_floor(wh: Warehouse, rel: str) -> int | None:
     """The oldest version any consumer of ``rel`` has committed (its next diff starts after it)."""
-    from pyspark.sql import functions as F
-
-    row = one_row(consumers.latest(spark, wh, F.col("table") == rel).agg(F.min("committed_version").alias("floor")))
-    return None if row["floor"] is None else int(row["floor"])
+    committed = [p.version for p in consumers.positions(wh, lambda table, _consumer: table == rel).values()
+                 if p.version is not None]
+    return min(committed, default=None)
 
 
 def protected_versions(spark: SparkSession, wh: Warehouse, rel: str) -> dict[str, Any]:
     savepoints = savepointed_versions(spark, wh, rel)
-    consumer = consumer_floor(spark, wh, rel)
+    consumer = consumer_floor(wh, rel)
     candidates = savepoints + ([consumer] if consumer is not None else [])
     return {"savepoints": savepoints, "consumer_floor": consumer,
             "floor": min(candidates) if candidates else None}

@@ -64,7 +64,7 @@ def finish(spark: SparkSession, spec: SnapshotSpec, uri: str, entry: dict[str, A
             _replay(spark, uri, key, date, old_version, spec.run_id, merge)
     line = recorded_versions(spark, uri)
     replayed = {date: found["version"] for date, _ in plan if (found := recorded_for(line, date)) is not None}
-    _move_consumers(spark, spec, {old: replayed[date] for date, old in plan})
+    _move_consumers(spec, {old: replayed[date] for date, old in plan})
     return replayed
 
 
@@ -82,11 +82,9 @@ def _replay(spark: SparkSession, uri: str, key: list[str], date: str, old_versio
         merge(spark, uri, df, key, [], metadata, base)
 
 
-def _move_consumers(spark: SparkSession, spec: SnapshotSpec, moved: dict[int, int]) -> None:
+def _move_consumers(spec: SnapshotSpec, moved: dict[int, int]) -> None:
     """Consumers committed at a replaced version now sit at the new version of the same date."""
-    from pyspark.sql import functions as F
-
-    current = consumers.positions(spark, spec.lake, F.col("table") == spec.rel)
+    current = consumers.positions(spec.lake, lambda table, _consumer: table == spec.rel)
     moves = {pair: moved[pos.version] for pair, pos in current.items() if pos.version in moved}
     if moves:
-        consumers.commit_all(spark, spec.lake, moves, spec.run_id)
+        consumers.commit_all(spec.lake, moves, spec.run_id)

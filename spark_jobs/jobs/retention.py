@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 def run_retention(spark: SparkSession, spec: RetentionSpec) -> RetentionResult:
     wh = spec.lake
     now = datetime.now(timezone.utc)
-    change_sets = [uri for (table, consumer), position in sorted(consumers.positions(spark, wh, None).items())
+    change_sets = [uri for (table, consumer), position in sorted(consumers.positions(wh).items())
                    if position.version is not None
                    for uri in consumed_change_sets(wh, table, consumer, position.version, spec.keep_change_sets)]
     deleted = {"change_sets": change_sets,

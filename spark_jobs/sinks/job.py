@@ -268,7 +268,7 @@ def _changes_version(spark: SparkSession, spec: SinkSpec) -> int:
     history = table_history(spark, spec.lake.uri(spec.changes), 1)
     if history is not None:
         return int(history[0]["version"])
-    committed = consumers.committed_version(spark, spec.lake, spec.table, spec.consumer)
+    committed = consumers.committed_version(spec.lake, spec.table, spec.consumer)
     if committed == spec.to_version:  # a re-run after its version was delivered and pruned
         raise AlreadyCommittedError(f"Change set {spec.changes} was deleted by retention after {spec.consumer} "
                                     f"committed its version {committed} of {spec.table}. Nothing was sent.")
@@ -298,7 +298,7 @@ class _SyncRun:
         return str(self.sink_cls.name or self.spec.destination.get("type"))
 
     def record(self, status: str, error: str | None = None) -> dict[str, Any]:
-        return runs.record(self.spark, self.spec.lake, self.spec, sink=self.sink_name, destination=self.label,
+        return runs.record(self.spec.lake, self.spec, sink=self.sink_name, destination=self.label,
                            status=status, started_at=self.started_at, error=error, planned=self.planned,
                            stats=self.stats, resent=self.resent, committed=self.committed)
 
@@ -357,7 +357,7 @@ def _deliver_and_commit(run: _SyncRun, prepared: _Prepared) -> SinkResult:
     spark, spec = run.spark, run.spec
     expected = None  # the consumer's commit this sync moves on from (compare-and-set)
     if spec.commit:  # a stale sync fails here, before sending anything
-        expected = consumers.require_position(spark, spec.lake, spec.table, spec.consumer, spec.from_version,
+        expected = consumers.require_position(spec.lake, spec.table, spec.consumer, spec.from_version,
                                               spec.to_version)
     sink = prepared.sink
     sink.prepare(prepared.schema)
@@ -400,7 +400,7 @@ def _commit(run: _SyncRun, expected: Position, prepared: _Prepared, sink: Sink, 
     what it overwrote and fails."""
     spec = run.spec
     try:
-        consumers.commit_from(run.spark, spec.lake, expected, spec.to_version, spec.run_id)
+        consumers.commit_from(spec.lake, expected, spec.to_version, spec.run_id)
     except StaleCommitError as exc:
         restored = _restore_committed_rows(run.spark, spec.lake, spec, prepared.ops, sink, prepared.config, policy)
         raise StaleCommitError(f"{exc} {restored}") from None
@@ -449,7 +449,7 @@ def _restore_committed_rows(spark: SparkSession, wh: Warehouse, spec: SinkSpec, 
     committed, so the destination matches the commit. Returns a sentence for the error message."""
     from pyspark.sql import functions as F
 
-    now = consumers.position(spark, wh, spec.table, spec.consumer)
+    now = consumers.position(wh, spec.table, spec.consumer)
     if now.version is None or now.version == spec.to_version:
         return ""  # the winner committed what this sync sent: nothing to restore
     key, mode = spec.primary_key, spec.mode

@@ -33,22 +33,20 @@ DDL = (
 )
 
 
-def _refs(refs: list[dict[str, Any]] | None) -> list[tuple[Any, Any, int | None]]:
-    out: list[tuple[Any, Any, int | None]] = []
-    for ref in refs or []:
-        version = ref.get("version")
-        out.append((ref.get("name"), ref.get("uri"), None if version is None else int(version)))
-    return out
+def _refs(refs: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    return [{"name": ref.get("name"), "uri": ref.get("uri"),
+             "version": None if ref.get("version") is None else int(ref["version"])} for ref in refs or []]
 
 
-def _columns(links: list[dict[str, Any]] | None) -> list[tuple[Any, ...]] | None:
+def _columns(links: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
     if links is None:
         return None
-    return [(c["output"], c["field"], [(i["uri"], i["field"]) for i in c["inputs"]], c["transformation"],
-             c.get("description")) for c in links]
+    return [{"output": c["output"], "field": c["field"],
+             "inputs": [{"uri": i["uri"], "field": i["field"]} for i in c["inputs"]],
+             "transformation": c["transformation"], "description": c.get("description")} for c in links]
 
 
-def record_run(spark: SparkSession, spec: JobSpec, result: dict[str, Any], duration_s: float) -> None:
+def record_run(spec: JobSpec, result: dict[str, Any], duration_s: float) -> None:
     """Append the lineage row of a successful run: the table versions it read and wrote, and which
     input columns each output column came from (null for a job that has no column lineage).
 
@@ -58,13 +56,13 @@ def record_run(spark: SparkSession, spec: JobSpec, result: dict[str, Any], durat
         FROM delta.`<warehouse>/_system/lineage` LATERAL VIEW explode(columns) AS c
         LATERAL VIEW explode(c.inputs) AS i
     """
-    wh = spec.lake
-    row = (
-        spec.job, spec.run_id, spec.logical_date, spec.dag_id, spec.task_id,
-        _refs(result.get("inputs")), _refs(result.get("outputs")), datetime.now(timezone.utc),
-        round(float(duration_s), 3), _columns(result.get("column_lineage")),
-    )
-    system_tables.record(spark.createDataFrame([row], DDL), wh.system(TABLE))
+    row = {
+        "job": spec.job, "run_id": spec.run_id, "logical_date": spec.logical_date, "dag_id": spec.dag_id,
+        "task_id": spec.task_id, "inputs": _refs(result.get("inputs")), "outputs": _refs(result.get("outputs")),
+        "recorded_at": datetime.now(timezone.utc), "duration_s": round(float(duration_s), 3),
+        "columns": _columns(result.get("column_lineage")),
+    }
+    system_tables.record(spec.lake.system(TABLE), DDL, row)
 
 
 def read_lineage(spark: SparkSession, warehouse: str) -> DataFrame:

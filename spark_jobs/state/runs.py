@@ -5,21 +5,17 @@ long did it take, which versions did it cover, did it commit — answered from o
 including for runs that failed (``status = 'failed'`` with the error) and dry runs.
 
 Each row is one blind append (:mod:`spark_jobs.state.system_tables`): no read, no existence check, no
-conflict with other tasks appending at once. Under the entry point it is written when the job ends,
-beside the lineage row (:func:`spark_jobs.state.system_tables.recorded_together`).
+conflict with other tasks appending at once.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spark_jobs.state import system_tables
 from spark_jobs.contract import SinkSpec, Warehouse
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
 
 TABLE = "runs"
 DDL = (
@@ -33,14 +29,15 @@ DDL = (
 PLANNED = re.findall(r"planned_(\w+)", DDL)  # the destination operations counted before delivery
 
 
-def record(spark: SparkSession, wh: Warehouse, spec: SinkSpec, *, sink: str, destination: str, status: str,
+def record(wh: Warehouse, spec: SinkSpec, *, sink: str, destination: str, status: str,
            started_at: datetime, planned: dict[str, int] | None = None, stats: dict[str, Any] | None = None,
            resent: int = 0, committed: bool = False, error: str | None = None) -> dict[str, Any]:
     """Append the run's row and return it (the sync result carries the same figures)."""
     finished = datetime.now(timezone.utc)
     planned = planned or {}
     stats = stats or {}
-    row = {
+    outcomes = {k: int(v) for k, v in (stats.get("outcomes") or {}).items()}
+    row: dict[str, Any] = {
         "run_id": spec.run_id, "dag_id": spec.dag_id, "task_id": spec.task_id,
         "logical_date": spec.logical_date, "table": spec.table, "consumer": spec.consumer,
         "sink": sink, "destination": destination, "mode": spec.mode,
@@ -51,12 +48,7 @@ def record(spark: SparkSession, wh: Warehouse, spec: SinkSpec, *, sink: str, des
         **{f"planned_{op}": int(planned.get(op, 0)) for op in PLANNED},
         "resent": int(resent),
         **{name: int(stats.get(name, 0)) for name in ("sent", "inserted", "updated", "deleted", "rejected", "retried")},
-        "outcomes": {k: int(v) for k, v in (stats.get("outcomes") or {}).items()},
+        "outcomes": outcomes,
     }
-    from pyspark.sql.types import StructType
-
-    schema = StructType.fromDDL(DDL)
-    assert isinstance(schema, StructType)
-    frame = spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema)
-    system_tables.record(frame, wh.system(TABLE))
+    system_tables.record(wh.system(TABLE), DDL, {**row, "outcomes": list(outcomes.items())})  # Arrow maps: pairs
     return row

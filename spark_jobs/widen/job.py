@@ -124,7 +124,7 @@ def run_widen(spark: SparkSession, spec: WidenSpec) -> WidenResult:
     crashpoints.reached("widen.merged")
     read = [*inputs.values(), *wide_inputs]
     behind = _recorded_behind(spark, wh, t, [i for i in read if not i.advances])
-    consumers.commit_all(spark, wh, {(i.rel, i.consumer): i.to_version
+    consumers.commit_all(wh, {(i.rel, i.consumer): i.to_version
                                      for i in read if i.advances or (i.rel, i.consumer) in behind}, spec.run_id)
     return _result(spark, spec, inputs, wide_inputs, commits)
 
@@ -170,7 +170,7 @@ def _merged_versions(spark: SparkSession, wh: Warehouse, t: WideTable, entries: 
         for rel, consumer, version in entry["metadata"].get("merged") or []:
             merged[(rel, consumer)] = max(int(version), merged.get((rel, consumer), -1))
     if any(pair not in merged for pair in wanted):
-        for pair, version in consumers.committed_versions(spark, wh, t.consumer()).items():
+        for pair, version in consumers.committed_versions(wh, t.consumer()).items():
             if pair in wanted:
                 merged[pair] = max(version, merged.get(pair, -1))
     return merged
@@ -184,7 +184,7 @@ def _recorded_behind(spark: SparkSession, wh: Warehouse, t: WideTable, idle: lis
     the changes were merged, and a ``sum`` must not count them again. Read only when a pair is idle."""
     if not idle:
         return set()
-    recorded = consumers.committed_versions(spark, wh, t.consumer())
+    recorded = consumers.committed_versions(wh, t.consumer())
     return {(i.rel, i.consumer) for i in idle if recorded.get((i.rel, i.consumer), -1) < i.to_version}
 
 

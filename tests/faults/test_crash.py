@@ -163,7 +163,7 @@ def merged_by_widen(spark, warehouse) -> int | None:
     from spark_jobs.state.consumers import committed_versions
     from spark_jobs.contract import Warehouse
 
-    return committed_versions(spark, Warehouse(warehouse), "widen:totals").get(("snapshots/sales", "widen:totals"))
+    return committed_versions(Warehouse(warehouse), "widen:totals").get(("snapshots/sales", "widen:totals"))
 
 
 INFO = "order_id INT, customer_id STRING, amount INT"

@@ -121,7 +121,7 @@ def test_destination_table_dropped_by_hand(spark, warehouse, tmp_path):
         error = p.sync_error(changes, destinations[consumer])
         assert error["type"] == "DestinationError", error
         assert "does not exist" in error["message"] and "full_resync=True" in error["message"], error
-        assert committed_version(spark, Warehouse(warehouse), "snapshots/customers", consumer) == 0
+        assert committed_version(Warehouse(warehouse), "snapshots/customers", consumer) == 0
         # nothing re-created with only this change set's rows
         assert sqlite_tables(database) == [] if consumer == "crm" else not os.path.exists(delta_path)
         p.sync(p.diff(consumer, full_resync=True), destinations[consumer])  # the resync rebuilds it

@@ -52,7 +52,7 @@ class Pipeline:
         from spark_jobs.state.consumers import committed_version
         from spark_jobs.contract import Warehouse
 
-        return committed_version(self.spark, Warehouse(self.warehouse), f"snapshots/{self.name}", self.consumer)
+        return committed_version(Warehouse(self.warehouse), f"snapshots/{self.name}", self.consumer)
 
     def system(self, table: str):
         return self.spark.read.format("delta").load(f"{self.warehouse}/_system/{table}")
