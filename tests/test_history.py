@@ -149,7 +149,7 @@ def test_optimize_zorder_compacts_without_changing_data_or_dates(spark, warehous
     result = job(spark, "maintenance", warehouse, table="wide/events", zorder_by=["id"], vacuum=False)
     assert result["optimized"]["files_removed"] >= 4 and result["optimized"]["files_added"] >= 1
     assert result["outputs"][0]["version"] == result["inputs"][0]["version"] + 1
-    assert history(spark, path, 1)[0]["operation"] == "OPTIMIZE"
+    assert history(path, 1)[0]["operation"] == "OPTIMIZE"
     assert rows_of(spark.read.format("delta").load(path)) == before
     error = job_error(spark, "maintenance", warehouse, table="wide/events", zorder_by=["nope"])
     assert "zorder_by column(s) ['nope'] not found" in error["message"]

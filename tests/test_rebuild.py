@@ -32,8 +32,8 @@ def test_a_middle_date_is_inserted_and_the_later_date_replayed(spark, warehouse,
     snap(spark, warehouse, src, D1)  # v0
     write_parquet(spark, src, [(1, "a", "z"), (3, "c", "w")], SCHEMA)
     snap(spark, warehouse, src, D3)  # v1
-    commit(spark, wh, TABLE, "crm", 1, "sync-d3")  # delivered up to 2026-01-03
-    commit(spark, wh, TABLE, "late", 0, "sync-d1")  # delivered up to 2026-01-01
+    commit(wh, TABLE, "crm", 1, "sync-d3")  # delivered up to 2026-01-03
+    commit(wh, TABLE, "late", 0, "sync-d1")  # delivered up to 2026-01-01
 
     write_parquet(spark, src, [(1, "a", "x"), (2, "b", "q")], SCHEMA)
     assert "on_past_date" in job_error(spark, "snapshot", warehouse, name="customers", primary_key=["id"],
@@ -60,4 +60,4 @@ def test_a_middle_date_is_inserted_and_the_later_date_replayed(spark, warehouse,
 
     again = snap(spark, warehouse, src, D2, on_past_date="rebuild")  # a retry of the same run
     assert (again["reused"], again["version"], again["replayed"]) == (True, 3, {D3: 4})
-    assert latest_version(spark, f"{warehouse}/{TABLE}") == 4 and committed_version(wh, TABLE, "crm") == 4
+    assert latest_version(f"{warehouse}/{TABLE}") == 4 and committed_version(wh, TABLE, "crm") == 4

@@ -26,7 +26,7 @@ def test_a_renamed_column_keeps_its_history(spark, warehouse, tmp_path):
     renamed = snap(spark, warehouse, src, 2, [(1, "ann", "x"), (2, "bobby", "y")],
                    "id INT, full_name STRING, city STRING", renames={"name": "full_name"})
     assert (renamed["updated"], renamed["inserted"], renamed["deleted"]) == (1, 0, 0)
-    entries = history(spark, uri)
+    entries = history(uri)
     assert [e["operation"] for e in entries[:3]] == ["MERGE", "RENAME COLUMN", "SET TBLPROPERTIES"]
     assert entries[1]["metadata"] == {"job": "rename", "run_id": "r2", "renames": {"name": "full_name"}}
     props = spark.sql(f"DESCRIBE DETAIL delta.`{uri}`").first()["properties"]
@@ -35,7 +35,7 @@ def test_a_renamed_column_keeps_its_history(spark, warehouse, tmp_path):
     # the option may stay: a rename already made is a no-op
     snap(spark, warehouse, src, 3, [(1, "ann", "z"), (2, "bobby", "y")],
          "id INT, full_name STRING, city STRING", renames={"name": "full_name"})
-    assert history(spark, uri, 1)[0]["operation"] == "MERGE"
+    assert history(uri, 1)[0]["operation"] == "MERGE"
 
     # the diff across the rename reads the feed in pieces: only the changed values, under the new name
     diff = job(spark, "diff", warehouse, table="snapshots/people", consumer="crm")
@@ -62,7 +62,7 @@ def test_a_rename_that_cannot_apply_writes_nothing(spark, warehouse, tmp_path):
     error = job_error(spark, "snapshot", warehouse, name="people", primary_key=["id"], logical_date=D.format(2),
                       source={"format": "parquet", "path": src}, run_id="r2", renames={"name": "full_name"})
     assert "renames 'name' -> 'full_name', but the source has no column 'full_name'" in error["message"]
-    assert len(history(spark, f"{warehouse}/snapshots/people")) == 1
+    assert len(history(f"{warehouse}/snapshots/people")) == 1
 
 
 def test_renames_compose_across_commits():
@@ -114,7 +114,7 @@ def test_rebuilds_across_a_rename_keep_the_column(spark, warehouse, tmp_path):
 
     middle = snap(spark, warehouse, src, 3, [(1, "ann", "q"), (2, "bob", "y")], new, renames={"name": "full_name"},
                   on_past_date="rebuild")
-    assert [e["operation"] for e in history(spark, uri)[:5]] == [
+    assert [e["operation"] for e in history(uri)[:5]] == [
         "MERGE", "MERGE", "RENAME COLUMN", "SET TBLPROPERTIES", "RESTORE"]
     assert rows_of(spark.read.format("delta").load(uri)) == [(1, "ann", "x"), (2, "bobby", "y")]
     diff = job(spark, "diff", warehouse, table="snapshots/people", consumer="crm")

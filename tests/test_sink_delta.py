@@ -56,7 +56,7 @@ def test_mapping_one_commit_per_sync_and_a_rerun_changes_nothing(spark, warehous
     p.sync(changes, target, mode="mirror", **options)
     assert rows_of(spark.read.format("delta").load(path), "customer_id") == once == [
         (1, "oslo", "lake"), (3, "rome", "lake"), (4, "kyiv", "lake")]
-    assert [e["operation"] for e in history(spark, path)][:3] == ["MERGE", "MERGE", "MERGE"]
+    assert [e["operation"] for e in history(path)][:3] == ["MERGE", "MERGE", "MERGE"]
 
 
 def test_a_type_mismatch_names_the_column(spark, warehouse, tmp_path):

@@ -29,7 +29,7 @@ def test_each_run_is_one_version_with_metadata(spark, warehouse, tmp_path):
     assert second["outputs"] == [{"name": "snapshots/customers", "uri": f"{warehouse}/snapshots/customers",
                                   "version": 1}]
 
-    entries = history(spark, f"{warehouse}/snapshots/customers")
+    entries = history(f"{warehouse}/snapshots/customers")
     assert [e["version"] for e in entries] == [1, 0]
     assert entries[0]["metadata"]["logical_date"] == "2026-01-02T00:00:00+00:00"
     assert entries[0]["metadata"]["run_id"] == "run-2026-01-02T00:00:00+00:00"
@@ -47,7 +47,7 @@ def test_rerun_of_a_logical_date_is_idempotent(spark, warehouse, tmp_path):
     again = snap(spark, warehouse, src, "2026-01-01T00:00:00+00:00")
     assert again["reused"] and again["version"] == first["version"] == 0
     assert again["rows"] == 1
-    assert len(history(spark, f"{warehouse}/snapshots/customers")) == 1
+    assert len(history(f"{warehouse}/snapshots/customers")) == 1
     assert spark.read.format("delta").load(f"{warehouse}/snapshots/customers").count() == 1
 
 
@@ -62,7 +62,7 @@ def test_the_same_instant_spelt_another_way_is_a_rerun(spark, warehouse, tmp_pat
     again = snap(spark, warehouse, src, spelling)
     assert again["reused"] and again["version"] == 0
     assert again["logical_date"] == "2026-01-02T00:00:00+00:00"  # the date as it was recorded
-    assert len(history(spark, f"{warehouse}/snapshots/customers")) == 1
+    assert len(history(f"{warehouse}/snapshots/customers")) == 1
     error = job_error(spark, "snapshot", warehouse, name="customers", primary_key=["id"],
                       source={"format": "parquet", "path": src}, logical_date="2026-01-02T00:30:00+01:00",
                       run_id="late")  # 23:30 UTC the day before

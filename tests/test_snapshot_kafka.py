@@ -35,7 +35,7 @@ def test_updates_and_tombstones_replay_and_the_next_run_reads_only_new_messages(
     assert (first["version"], first["read"], first["rows"]) == (0, "full_extract", 19)
     assert first["inputs"][0]["messages"] == 27 and sum(first["inputs"][0]["end_offsets"].values()) == 27
     assert table_rows(spark, first) == topic.replayed()
-    assert history(spark, first["uri"])[0]["metadata"]["source_offsets"] == first["inputs"][0]["end_offsets"]
+    assert history(first["uri"])[0]["metadata"]["source_offsets"] == first["inputs"][0]["end_offsets"]
 
     # an update, a delete, a key inserted and deleted within the run, a new key, an unchanged value
     topic.send(row(7, "N7"), (8, None), row(21, "new"), (21, None), row(22, "n22"), row(1, "n1"))

@@ -70,7 +70,7 @@ def _write_concurrently(sessions: dict, tmp_path: Path) -> None:
     reader = sessions["a"]
     for name in sessions:
         assert is_delta_table(reader, str(tmp_path / name))
-        assert history(reader, str(tmp_path / name))[0]["metadata"] == {"writer": name}
+        assert history(str(tmp_path / name))[0]["metadata"] == {"writer": name}
     assert not is_delta_table(reader, str(tmp_path / "nothing"))
     assert all(s.conf.get(METADATA_CONF, None) is None for s in sessions.values())
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from spark_jobs.contract import parse_commit_metadata
-from spark_jobs.errors import ConfigError, CorruptTableError, is_write_conflict, spark_condition
+from spark_jobs.delta import commit_log
+from spark_jobs.delta.commit_log import damaged_log
+from spark_jobs.errors import ConfigError, is_write_conflict, spark_condition
 from spark_jobs.delta.key_pruning import listed_keys
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def on_top_of(spark: SparkSession, base_version: int) -> Iterator[None]:
         spark.conf.unset(TXN_VERSION_CONF)
 
 
-def committed_since(spark: SparkSession, uri: str, base_version: int, run_id: str | None,
+def committed_since(uri: str, base_version: int, run_id: str | None,
                     what: str) -> dict[str, Any] | None:
     """The history entry this run (``run_id``) committed after ``base_version``, None if nothing was
     committed since; a commit by another run since ``base_version`` raises
@@ -82,7 +82,7 @@ def committed_since(spark: SparkSession, uri: str, base_version: int, run_id: st
     ``base_version``, was refused or skipped)."""
     from spark_jobs.errors import ConcurrentWriteError
 
-    newer = [e for e in history(spark, uri, 20) if e["version"] > base_version]
+    newer = [e for e in history(uri, 20) if e["version"] > base_version]
     own = next((e for e in newer if e["metadata"].get("run_id") == run_id), None)
     others = [e for e in newer if e["metadata"].get("run_id") != run_id and e["metadata"].get("job")]
     if own is None and others:
@@ -137,55 +137,22 @@ def _quiet_connect_errors() -> Iterator[None]:
         logger.disabled = previous
 
 
-#: What Delta's reads report about a commit file that is damaged: Hadoop's checksum of a local file,
-#: or JSON that does not parse (cut off mid-line on a store without checksums).
-_DAMAGED_LOG = re.compile(r"(ChecksumException|JsonParseException|JsonEOFException|Unexpected end-of-input)"
-                          r"(?:[^\n]*?(\S*_delta_log/\d+\.json))?")
+def history(uri: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """Commit history, newest first, with ``userMetadata`` parsed as JSON where it is JSON, read from
+    the commit files (:mod:`spark_jobs.delta.commit_log`). One entry per version, so this is
+    proportional to the number of versions, not to the data. A damaged commit file is a
+    :class:`~spark_jobs.errors.CorruptTableError` naming it; no table at ``uri`` a
+    :class:`~spark_jobs.errors.ConfigError`."""
+    entries = commit_log.history(uri, limit)
+    if entries is None:
+        raise ConfigError(f"There is no Delta table at {uri}")
+    return entries
 
 
-def history(spark: SparkSession, uri: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """Commit history, newest first, with ``userMetadata`` parsed as JSON where it is JSON.
-
-    One row per version, so this is proportional to the number of versions, not to the data. A
-    damaged commit file is a :class:`~spark_jobs.errors.CorruptTableError` naming it.
-    """
-    try:  # DESCRIBE HISTORY runs when the statement is made (a command), not when its rows are read
-        frame = spark.sql(f"DESCRIBE HISTORY {delta_path(uri)}" + (f" LIMIT {int(limit)}" if limit else ""))
-        rows = frame.select("version", "timestamp", "operation", "operationMetrics", "userMetadata").collect()
-    except Exception as exc:
-        damaged = _DAMAGED_LOG.search(str(exc))
-        if damaged is None:
-            raise
-        raise damaged_log(uri, f"{damaged.group(2) or 'a commit file'} is damaged ({damaged.group(1)})") from exc
-    out = []
-    for row in rows:
-        entry = row.asDict()
-        entry["metadata"] = parse_commit_metadata(entry.pop("userMetadata"))
-        entry["operationMetrics"] = dict(entry["operationMetrics"] or {})
-        out.append(entry)
-    return out
-
-
-def table_history(spark: SparkSession, uri: str, limit: int | None = None) -> list[dict[str, Any]] | None:
+def table_history(uri: str, limit: int | None = None) -> list[dict[str, Any]] | None:
     """:func:`history`, or None when ``uri`` holds no Delta table: the existence check and the history
-    in one read of the table's log, where :func:`is_delta_table` then :func:`history` read it twice.
-    A job reads a table's history once and passes the entries on."""
-    from pyspark.errors import AnalysisException
-
-    try:
-        with _quiet_connect_errors():
-            return history(spark, uri, limit)
-    except AnalysisException as exc:
-        if spark_condition(exc) in _NOT_A_DELTA_TABLE:
-            return None
-        raise
-
-
-def damaged_log(uri: str, what: str) -> CorruptTableError:
-    return CorruptTableError(
-        f"The Delta log of {uri} is damaged: {what}. Nothing was written. Restore the table's _delta_log from a "
-        "backup; if the damaged file is the newest commit and losing that version is acceptable, delete it (and "
-        "its .crc), which returns the table to the version before, and re-run the run that wrote it.")
+    in one read of the table's log. A job reads a table's history once and passes the entries on."""
+    return commit_log.history(uri, limit)
 
 
 def require_intact(entries: list[dict[str, Any]] | None, uri: str) -> list[dict[str, Any]] | None:
@@ -199,16 +166,15 @@ def require_intact(entries: list[dict[str, Any]] | None, uri: str) -> list[dict[
     return entries
 
 
-def latest_version(spark: SparkSession, uri: str) -> int:
-    version: int = history(spark, uri, 1)[0]["version"]
+def latest_version(uri: str) -> int:
+    version: int = history(uri, 1)[0]["version"]
     return version
 
 
-def commit_info(spark: SparkSession, uri: str, version: int,
-                entries: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def commit_info(uri: str, version: int, entries: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The history entry of ``version`` (among ``entries``, the table's history if already read); a
     version that does not exist is a :class:`ConfigError`."""
-    entries = history(spark, uri) if entries is None else entries
+    entries = history(uri) if entries is None else entries
     for entry in entries:
         if entry["version"] == version:
             return entry

@@ -82,7 +82,7 @@ def apply_renames(spark: SparkSession, uri: str, renames: dict[str, str], run_id
     for old, new in renames.items():
         with commit_metadata(spark, {"job": RENAME_JOB, "run_id": run_id, "renames": {old: new}}):
             spark.sql(f"ALTER TABLE {table} RENAME COLUMN {_quoted(old)} TO {_quoted(new)}")
-    newer = [e for e in history(spark, uri, 20) if e["version"] > base]
+    newer = [e for e in history(uri, 20) if e["version"] > base]
     others = [e for e in newer if e["metadata"].get("run_id") != run_id]
     if others:
         raise ConcurrentWriteError(

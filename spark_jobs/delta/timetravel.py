@@ -45,7 +45,7 @@ def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, date
 
 def recorded_versions(spark: SparkSession, uri: str) -> dict[str, dict[str, Any]]:
     """logical date -> the history entry of the newest commit that recorded it, restores honoured."""
-    return recorded_in(history(spark, uri))
+    return recorded_in(history(uri))
 
 
 def recorded_in(entries: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -116,9 +116,9 @@ def pin_delta_source(spark: SparkSession, source: dict[str, Any], logical_date: 
     elif source.get("timestamp"):
         cutoff = parse_logical_date(source["timestamp"])
     else:
-        pinned["version"] = latest_version(spark, path)
+        pinned["version"] = latest_version(path)
         return pinned
-    entries = history(spark, path)
+    entries = history(path)
     earlier = [e for e in entries if _commit_time(e) <= cutoff]
     if not earlier:
         first = entries[-1]["timestamp"]
@@ -141,5 +141,5 @@ def target_version(spark: SparkSession, uri: str, version: int | None,
     if not is_delta_table(spark, uri):
         raise ConfigError(f"{uri} is not a Delta table")
     if version is not None:
-        return commit_info(spark, uri, version)
+        return commit_info(uri, version)
     return version_for(spark, uri, str(target_logical_date))

@@ -28,11 +28,11 @@ def run_diff(spark: SparkSession, spec: DiffSpec) -> DiffResult:
     table_rel = spec.table
     consumer = spec.consumer
     uri = wh.uri(table_rel)
-    entries = require_intact(table_history(spark, uri), uri)  # the one read of the log: existence, latest, target
+    entries = require_intact(table_history(uri), uri)  # the one read of the log: existence, latest, target
     if entries is None:
         raise ConfigError(f"Table {table_rel} does not exist at {uri}; run its snapshot first")
     to_version = entries[0]["version"] if spec.to_version is None else spec.to_version
-    target = commit_info(spark, uri, to_version, entries)
+    target = commit_info(uri, to_version, entries)
     key = list(spec.primary_key or target["metadata"].get("primary_key") or [])
     if not key:
         raise ConfigError(f"Table {table_rel} records no primary key; pass primary_key to the diff")
@@ -75,5 +75,5 @@ def run_diff(spark: SparkSession, spec: DiffSpec) -> DiffResult:
         changes_uri=out_uri,
         counts=counts,
         inputs=[table_ref(wh, table_rel, to_version)],
-        outputs=[table_ref(wh, out_rel, latest_version(spark, out_uri))],
+        outputs=[table_ref(wh, out_rel, latest_version(out_uri))],
     )

@@ -78,7 +78,7 @@ def run_history(spark: SparkSession, spec: HistorySpec) -> HistoryResult:
     wh = spec.lake
     rel = spec.table
     uri = wh.uri(rel)
-    entries = table_history(spark, uri)  # the one read of the snapshot's log
+    entries = table_history(uri)  # the one read of the snapshot's log
     if entries is None:
         raise ConfigError(f"SCD2 history: {rel} is not a Delta table under {wh.root}")
     recorded = recorded_in(entries)
@@ -101,7 +101,7 @@ def run_history(spark: SparkSession, spec: HistorySpec) -> HistoryResult:
                 "source": rel, "source_version": chain[-1][0], "primary_key": key}
     with commit_metadata(spark, metadata):
         frame.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(out_uri)
-    entry = history(spark, out_uri, 1)[0]
+    entry = history(out_uri, 1)[0]
     written = int(entry["operationMetrics"].get("numOutputRows", 0))
     return HistoryResult(
         table=out_rel, uri=out_uri, version=entry["version"], rows=written,

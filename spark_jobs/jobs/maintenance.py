@@ -61,7 +61,7 @@ def effective_retention_hours(spark: SparkSession, uri: str, floor: int | None, 
     """
     needed = 0.0
     if floor is not None:
-        committed = {e["version"]: e["timestamp"] for e in history(spark, uri)}
+        committed = {e["version"]: e["timestamp"] for e in history(uri)}
         if floor in committed:
             age_s = (datetime.now(timezone.utc) - committed[floor].astimezone(timezone.utc)).total_seconds()
             needed = (age_s + margin_s) / 3600.0
@@ -77,7 +77,7 @@ def run_maintenance(spark: SparkSession, spec: MaintenanceSpec) -> MaintenanceRe
         raise ConfigError(f"Maintenance: {rel} is not a Delta table under {wh.root}")
     zorder = spec.zorder_by
     retain = spec.retain_hours
-    before = latest_version(spark, uri)
+    before = latest_version(uri)
     optimized: dict[str, Any] | None = None
     vacuumed: dict[str, Any] | None = None
 
@@ -100,7 +100,7 @@ def run_maintenance(spark: SparkSession, spec: MaintenanceSpec) -> MaintenanceRe
             deleted = _vacuum(spark, uri, hours)
         vacuumed = {"retain_hours": hours, "asked_hours": retain, "files_deleted": deleted, **protected}
 
-    after = latest_version(spark, uri)
+    after = latest_version(uri)
     return MaintenanceResult(table=rel, uri=uri, optimized=optimized, vacuumed=vacuumed, version=after,
                              inputs=[table_ref(wh, rel, before)], outputs=[table_ref(wh, rel, after)])
 
@@ -132,7 +132,7 @@ def _listing_parallelism(spark: SparkSession) -> dict[str, str]:
 def _vacuum(spark: SparkSession, uri: str, hours: float) -> int:
     """VACUUM and return how many files it deleted (read from the VACUUM END commit's metrics)."""
     spark.sql(f"VACUUM delta.`{uri}` RETAIN {hours} HOURS")
-    for entry in history(spark, uri, 5):
+    for entry in history(uri, 5):
         if entry["operation"] == "VACUUM END":
             return int(entry["operationMetrics"].get("numDeletedFiles", 0))
     return 0

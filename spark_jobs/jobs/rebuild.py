@@ -72,12 +72,12 @@ def _replay(spark: SparkSession, uri: str, key: list[str], date: str, old_versio
             merge: Merge) -> None:
     """Record ``date`` again with the content it had at ``old_version`` (one MERGE, one commit), under
     the head's column names: a column renamed since (:mod:`spark_jobs.delta.renames`) keeps its values."""
-    entries = history(spark, uri)
+    entries = history(uri)
     df = to_head_names(read_table(spark, uri, old_version), entries, old_version)
     old = next(e for e in entries if e["version"] == old_version)["metadata"]
     metadata = {"job": "snapshot", "logical_date": date, "run_id": run_id, "primary_key": key,
                 "source": {"replayed_from": old_version}, "replayed_from": old_version, "rows": old.get("rows")}
-    base = latest_version(spark, uri)  # the replay lands right on top of the line it extends
+    base = latest_version(uri)  # the replay lands right on top of the line it extends
     with commit_metadata(spark, metadata), on_top_of(spark, base):
         merge(spark, uri, df, key, [], metadata, base)
 

@@ -28,7 +28,7 @@ def run_restore(spark: SparkSession, spec: RestoreSpec) -> RestoreResult:
     # primary key, so a diff or a history run that reads the key from the head keeps working.
     metadata = {"job": spec.job, "logical_date": date, "run_id": spec.run_id,
                 "restored_version": target["version"], "primary_key": target["metadata"].get("primary_key")}
-    latest = history(spark, uri, 1)[0]["metadata"]
+    latest = history(uri, 1)[0]["metadata"]
     if latest.get("job") == spec.job and (latest.get("logical_date"), latest.get("run_id")) == (date, spec.run_id):
         # This run already restored (a task retry): the date now maps to that restore commit.
         written, reused = target["version"], True
@@ -36,7 +36,7 @@ def run_restore(spark: SparkSession, spec: RestoreSpec) -> RestoreResult:
     else:
         with commit_metadata(spark, metadata):
             spark.sql(f"RESTORE TABLE delta.`{uri}` TO VERSION AS OF {int(target['version'])}")
-        written, reused = latest_version(spark, uri), False
+        written, reused = latest_version(uri), False
     return RestoreResult(
         table=rel, uri=uri, version=written, restored_version=metadata["restored_version"],
         logical_date=date, reused=reused,

@@ -95,7 +95,7 @@ def _overtaken(spark: SparkSession, spec: SnapshotSpec) -> PastDateRefusedError 
     """The refusal of this run's date when a later date was recorded while it ran, else None."""
     if not spec.logical_date or spec.on_past_date == "rebuild":
         return None
-    entries = table_history(spark, spec.lake.uri(spec.rel)) or []
+    entries = table_history(spec.lake.uri(spec.rel)) or []
     recorded = recorded_in(entries)
     newest = max(recorded, key=parse_logical_date, default=None)
     if newest is None or parse_logical_date(spec.logical_date) >= parse_logical_date(newest):
@@ -136,7 +136,7 @@ def _record(spark: SparkSession, spec: SnapshotSpec) -> SnapshotResult:
     the last run recorded, else the full extract. A date older than the newest is refused or, with
     ``on_past_date="rebuild"``, recorded by rebuilding the history forward (:mod:`spark_jobs.jobs.rebuild`)."""
     uri = spec.lake.uri(spec.rel)
-    entries = require_intact(table_history(spark, uri), uri)  # the one read of the table's log before writing
+    entries = require_intact(table_history(uri), uri)  # the one read of the table's log before writing
     reused = _reused_date(spark, spec, uri, entries)
     if reused is not None:
         return reused
@@ -225,7 +225,7 @@ def _start(spark: SparkSession, spec: SnapshotSpec, uri: str, entries: list[dict
     if entries is None:
         base = -1
     else:
-        base = latest_version(spark, uri) if rebuilding is not None else int(entries[0]["version"])
+        base = latest_version(uri) if rebuilding is not None else int(entries[0]["version"])
     if entries is not None and spec.partition_by:
         check_layout(spark, uri, spec.partition_by, f"Snapshot {spec.name}")
     return _Run(spark, spec, uri, entries, rebuilding, source, topic, metadata, base)
@@ -436,7 +436,7 @@ def _changed_rows(table: DataFrame, df: DataFrame, key: list[str], added: list[s
 def _record_if_unchanged(spark: SparkSession, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
     """The history entry of this run's commit on top of ``base``, run inside
     :func:`~spark_jobs.delta.lake.on_top_of` ``base`` after the MERGE (or instead of it)."""
-    own = committed_since(spark, uri, base, metadata["run_id"], f"snapshot table {uri}")
+    own = committed_since(uri, base, metadata["run_id"], f"snapshot table {uri}")
     if own is not None:
         return own
     # Nothing changed, and the MERGE committed nothing (or was skipped). Record the logical date all
@@ -577,7 +577,7 @@ def _align_schema(table_schema: StructType, df: DataFrame, name: str, allow_evol
 def _own_commit(spark: SparkSession, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
     """The commit this run just made on top of version ``base``; another run's commit in its place is a
     :class:`~spark_jobs.errors.ConcurrentWriteError`."""
-    own = committed_since(spark, uri, base, metadata["run_id"], f"snapshot table {uri}")
+    own = committed_since(uri, base, metadata["run_id"], f"snapshot table {uri}")
     if own is None:
         raise RuntimeError(f"The commit of run {metadata['run_id']} is not in the last 20 versions of {uri}")
     return own

@@ -265,7 +265,7 @@ def _already_delivered(run: _SyncRun, exc: AlreadyCommittedError) -> SinkResult:
 def _changes_version(spark: SparkSession, spec: SinkSpec) -> int:
     """The change set's current version (the one read of its log); a change set that is not there
     was pruned after this very sync committed (a stale re-run) or was never written."""
-    history = table_history(spark, spec.lake.uri(spec.changes), 1)
+    history = table_history(spec.lake.uri(spec.changes), 1)
     if history is not None:
         return int(history[0]["version"])
     committed = consumers.committed_version(spec.lake, spec.table, spec.consumer)
@@ -348,7 +348,7 @@ def _write_plan(run: _SyncRun, prepared: _Prepared) -> SinkResult:
                                  "to_version": spec.to_version}):
         _as_sent(prepared.frame, prepared.key_fields).write.format("delta").mode("overwrite") \
             .option("overwriteSchema", "true").save(wh.uri(plan_rel))
-    plan_ref = table_ref(wh, plan_rel, latest_version(spark, wh.uri(plan_rel)))
+    plan_ref = table_ref(wh, plan_rel, latest_version(wh.uri(plan_rel)))
     return prepared.result(committed=False, plan=plan_ref, stats=Stats().__dict__, outputs=[plan_ref])
 
 

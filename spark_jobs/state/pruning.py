@@ -94,7 +94,7 @@ def old_plans(spark: SparkSession, wh: Warehouse, older_than: datetime) -> list[
     old = []
     for path in tables:
         uri = wh.uri(f"plans/{posixpath.relpath(path, root)}")
-        (newest,) = history(spark, uri, limit=1)
+        (newest,) = history(uri, limit=1)
         if newest["timestamp"].astimezone(timezone.utc) < older_than:
             old.append(uri)
     return old

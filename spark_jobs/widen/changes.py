@@ -31,7 +31,7 @@ def read_changes(spark: SparkSession, uri: str, from_version: int | None, to_ver
         return None
     if from_version is None:
         table = read_table(spark, uri, to_version)
-        return as_inserts(table, to_version, commit_info(spark, uri, to_version)["timestamp"])
+        return as_inserts(table, to_version, commit_info(uri, to_version)["timestamp"])
     return read_feed(spark, uri, from_version + 1, to_version, _history_since(spark, uri, from_version + 1))
 
 
@@ -39,15 +39,15 @@ def _history_since(spark: SparkSession, uri: str, since: int) -> list[dict[str, 
     """The table's commits from version ``since`` on: what splitting and naming its feed needs (rename
     and restore commits), without reading the whole log every run. A restore among them to a version
     before ``since`` maps names through older commits, so then the whole history."""
-    entries = history(spark, uri, latest_version(spark, uri) - since + 1)
+    entries = history(uri, latest_version(uri) - since + 1)
     if any(restored is not None and restored < since for restored in map(restored_version, entries)):
-        return history(spark, uri)
+        return history(uri)
     return entries
 
 
 def require_table(spark: SparkSession, uri: str, rel: str, what: str) -> int:
     """The table's latest version (existence and version in one read of its log)."""
-    newest = table_history(spark, uri, 1)
+    newest = table_history(uri, 1)
     if newest is None:
         raise ConfigError(f"{what}: table {rel} does not exist at {uri}; run its snapshot first")
     version: int = newest[0]["version"]

@@ -89,7 +89,7 @@ def run_widen(spark: SparkSession, spec: WidenSpec) -> WidenResult:
     tracked = [(s.table, t.consumer()) for s in step] + [(t.rel, t.consumer(s.name)) for s in step if s.is_left]
     # The one read of the wide table's log before writing (None: no table yet): whether it exists, the
     # versions it merged, and its head, on top of which the fold's commit lands.
-    entries = table_history(spark, uri)
+    entries = table_history(uri)
     exists = entries is not None
     base = int(entries[0]["version"]) if entries else -1
     if exists and t.partition_by:
@@ -117,7 +117,7 @@ def run_widen(spark: SparkSession, spec: WidenSpec) -> WidenResult:
     wide_inputs = []
     for s in left:
         wide_in = Input(t.rel, uri, t.consumer(s.name), merged.get((t.rel, t.consumer(s.name))),
-                        latest_version(spark, uri))
+                        latest_version(uri))
         wide_inputs.append(wide_in)
         commits[s.name] = _merge_left(spark, wh, t, s, inputs[s.name], wide_in, types, base_md)
 
@@ -134,7 +134,7 @@ def _result(spark: SparkSession, spec: WidenSpec, inputs: dict[str, Input], wide
     """The step's result: the wide table's new version and what each of its commits merged."""
     t, wh = spec.wide, spec.lake
     uri = wh.uri(t.rel)
-    recent = history(spark, uri, 2 * len(commits) + 2)
+    recent = history(uri, 2 * len(commits) + 2)
     version = recent[0]["version"]
     return WidenResult(
         table=t.rel,
@@ -235,7 +235,7 @@ def _require_source_columns(spark: SparkSession, t: WideTable, s: Source, uri: s
     the Delta log."""
     needed = list(dict.fromkeys(needed))
     missing = [c for c in needed if c not in schema.fieldNames()]
-    renamed = renamed_columns(history(spark, uri), missing, version) if missing else {}
+    renamed = renamed_columns(history(uri), missing, version) if missing else {}
     if renamed:
         told = ", ".join(f"{old!r} -> {new!r} (version {at})" for old, (new, at) in renamed.items())
         raise ConfigError(f"Wide table {t.name}, source {s.name}: {s.table} renamed column(s) {told}, and the "
@@ -271,7 +271,7 @@ def _type_from_other_sources(spark: SparkSession, wh: Warehouse, t: WideTable, c
         uri = wh.uri(s.table)
         if col in s.columns and is_delta_table(spark, uri):
             schema = read_table(spark, uri).schema
-            _require_source_columns(spark, t, s, uri, schema, [s.columns[col]], latest_version(spark, uri))
+            _require_source_columns(spark, t, s, uri, schema, [s.columns[col]], latest_version(uri))
             dtype = schema[s.columns[col]].dataType
             _agree(t, types, owner, col, dtype, f"source {s.name}")
             return
@@ -449,7 +449,7 @@ def _folded_source(rows: DataFrame) -> DataFrame:
 def _require_own_merge(spark: SparkSession, t: WideTable, uri: str, base: int, md: dict[str, Any]) -> None:
     """Fail with :class:`ConcurrentWriteError` when another run merged into the wide table since
     ``base`` and this run's fold did not commit (Delta refused or skipped it)."""
-    newer = [e for e in history(spark, uri, 20) if e["version"] > base and e["metadata"].get("merged")]
+    newer = [e for e in history(uri, 20) if e["version"] > base and e["metadata"].get("merged")]
     if newer and not any(e["metadata"].get("run_id") == md["run_id"] for e in newer):
         other = newer[-1]
         raise ConcurrentWriteError(

@@ -74,7 +74,7 @@ def test_deleted_offsets_ask_for_a_full_reread_which_records_what_the_topic_hold
     assert error["type"] == "ConfigError", error
     assert "no longer in the topic (partition 0: recorded 2, earliest held 4)" in error["message"]
     assert '"full_reread": true' in error["message"]
-    assert latest_version(spark, f"{warehouse}/snapshots/events") == 0  # nothing written
+    assert latest_version(f"{warehouse}/snapshots/events") == 0  # nothing written
 
     reread = job(spark, "snapshot", warehouse, name="events", primary_key=["id"],
                  source=topic.source(full_reread=True), logical_date="2026-04-02T00:00:00+00:00", run_id="r2")

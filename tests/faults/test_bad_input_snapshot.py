@@ -39,7 +39,7 @@ def refused(spark, warehouse: str, source: dict, name: str = "customers", key=("
 
 def assert_unchanged(spark, warehouse: str) -> None:
     uri = f"{warehouse}/snapshots/customers"
-    assert latest_version(spark, uri) == 0
+    assert latest_version(uri) == 0
     assert rows_of(spark.read.format("delta").load(uri)) == RECORDED
 
 
@@ -177,7 +177,7 @@ def test_every_date_lookup_compares_instants(spark, warehouse, tmp_path):
                 logical_dates=["2026-01-01", "2026-01-02T00:00:00+00:00", "2026-01-01T19:00:00-05:00"])
     assert again["version"] == 1 and len(again["reused"]) == 3
     uri = f"{warehouse}/snapshots/customers"
-    assert latest_version(spark, uri) == 1
+    assert latest_version(uri) == 1
     for spelling, version in [("2026-01-01", 0), ("2026-01-01T00:00:00+00:00", 0), ("2026-01-02T00:00:00Z", 1),
                               ("2026-01-01T19:00:00-05:00", 1)]:
         assert version_for(spark, uri, spelling)["version"] == version, spelling
