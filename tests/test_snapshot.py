@@ -111,7 +111,7 @@ def test_null_or_duplicate_keys_fail_and_write_nothing(spark, warehouse, tmp_pat
     assert "Personal Name" not in error["message"]
     from spark_jobs.delta.lake import is_delta_table
 
-    assert not is_delta_table(spark, f"{warehouse}/snapshots/customers")
+    assert not is_delta_table(f"{warehouse}/snapshots/customers")
 
 
 def test_schema_drift_is_refused_unless_allowed(spark, warehouse, tmp_path):

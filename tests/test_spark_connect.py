@@ -67,11 +67,10 @@ def _write_concurrently(sessions: dict, tmp_path: Path) -> None:
         thread.join(timeout=300)
     assert not errors, errors
     assert seen == {"a": '{"writer": "a"}', "b": '{"writer": "b"}'}
-    reader = sessions["a"]
     for name in sessions:
-        assert is_delta_table(reader, str(tmp_path / name))
+        assert is_delta_table(str(tmp_path / name))
         assert history(str(tmp_path / name))[0]["metadata"] == {"writer": name}
-    assert not is_delta_table(reader, str(tmp_path / "nothing"))
+    assert not is_delta_table(str(tmp_path / "nothing"))
     assert all(s.conf.get(METADATA_CONF, None) is None for s in sessions.values())
 
 

@@ -104,6 +104,15 @@ def commit_after(uri: str, rows: pa.Table, table: DeltaTable | None, *, user_met
         raise
 
 
+def replace_with_nothing(uri: str, schema: pa.Schema) -> None:
+    """Make the table at ``uri`` (created, or replaced whatever it held) hold no rows with ``schema``:
+    one metadata-only commit, no Spark job."""
+    from deltalake import write_deltalake
+
+    write_deltalake(storage_uri(uri), schema.empty_table(), mode="overwrite", schema_mode="overwrite",
+                    storage_options=storage_options())
+
+
 #: The properties of a table an append creates.
 _NEW_TABLE = {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
 

@@ -14,7 +14,7 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_
 
 from spark_jobs.delta import commit_log
 from spark_jobs.delta.commit_log import damaged_log
-from spark_jobs.errors import ConfigError, is_write_conflict, spark_condition
+from spark_jobs.errors import ConfigError, is_write_conflict
 from spark_jobs.delta.key_pruning import listed_keys
 
 if TYPE_CHECKING:
@@ -102,39 +102,10 @@ def delta_path(uri: str) -> str:
     return "delta.`" + uri.replace("`", "``") + "`"
 
 
-# What Delta and Spark answer when a path holds no Delta table (missing, empty, or plain files);
-# DESCRIBE HISTORY says DELTA_TABLE_ONLY_OPERATION where DESCRIBE DETAIL answers with another format.
-_NOT_A_DELTA_TABLE = {"DELTA_MISSING_DELTA_TABLE", "DELTA_PATH_DOES_NOT_EXIST", "PATH_NOT_FOUND",
-                      "DELTA_TABLE_NOT_FOUND", "DELTA_EMPTY_DIRECTORY", "DELTA_TABLE_ONLY_OPERATION"}
-
-
-def is_delta_table(spark: SparkSession, uri: str) -> bool:
-    """Whether ``uri`` holds a Delta table: ``DESCRIBE DETAIL`` answers, or fails saying it does not."""
-    from pyspark.errors import AnalysisException
-
-    try:
-        with _quiet_connect_errors():
-            detail = spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("format").first()
-    except AnalysisException as exc:
-        if spark_condition(exc) in _NOT_A_DELTA_TABLE:
-            return False
-        raise
-    return detail is not None and detail["format"] == "delta"
-
-
-@contextlib.contextmanager
-def _quiet_connect_errors() -> Iterator[None]:
-    """The Spark Connect client logs every error the server returns, with a stack trace, before it
-    raises it; an expected "not a Delta table" answer would put one in every task log."""
-    import logging
-
-    logger = logging.getLogger("pyspark.sql.connect.logging")
-    previous = logger.disabled
-    logger.disabled = True
-    try:
-        yield
-    finally:
-        logger.disabled = previous
+def is_delta_table(uri: str) -> bool:
+    """Whether ``uri`` holds a Delta table: its ``_delta_log`` has a commit (a listing on the driver,
+    :mod:`spark_jobs.delta.commit_log`)."""
+    return commit_log.history(uri, 0) is not None
 
 
 def history(uri: str, limit: int | None = None) -> list[dict[str, Any]]:

@@ -67,7 +67,7 @@ def version_for(spark: SparkSession, uri: str, logical_date: str, as_of: bool = 
 
     Raises :class:`ConfigError` naming the dates that are recorded when there is none.
     """
-    if not is_delta_table(spark, uri):
+    if not is_delta_table(uri):
         raise ConfigError(f"{uri} is not a Delta table")
     recorded = recorded_versions(spark, uri)
     if not as_of:
@@ -103,7 +103,7 @@ def pin_delta_source(spark: SparkSession, source: dict[str, Any], logical_date: 
     if source.get("format") != "delta" or source.get("version") is not None:
         return source
     path = source.get("path")
-    if not path or not is_delta_table(spark, path):
+    if not path or not is_delta_table(path):
         return source  # read_source explains what is wrong
     pinned = {k: v for k, v in source.items() if k not in ("timestamp", "as_of_logical_date")}
     if source.get("as_of_logical_date"):
@@ -138,7 +138,7 @@ def target_version(spark: SparkSession, uri: str, version: int | None,
                    target_logical_date: str | None) -> dict[str, Any]:
     """The history entry a savepoint or restore points at: ``version`` or ``target_logical_date``
     (the spec guarantees exactly one)."""
-    if not is_delta_table(spark, uri):
+    if not is_delta_table(uri):
         raise ConfigError(f"{uri} is not a Delta table")
     if version is not None:
         return commit_info(uri, version)

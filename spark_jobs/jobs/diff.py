@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from spark_jobs.state import consumers
 from spark_jobs.contract import DiffResult, DiffSpec, table_ref
 from spark_jobs.errors import AlreadyDeliveredError, ConfigError
-from spark_jobs.delta.change_sets import as_inserts, net_changes, read_changes, write_counted
+from spark_jobs.delta.change_sets import as_inserts, net_changes, read_changes, write_counted, write_empty
 from spark_jobs.delta.keys import require_columns
 from spark_jobs.delta.lake import commit_info, latest_version, require_intact, table_history
 from spark_jobs.delta.row_hash import read_table
@@ -52,16 +52,14 @@ def run_diff(spark: SparkSession, spec: DiffSpec) -> DiffResult:
             "(a re-run of an older logical date). Use full_resync=True to resend the whole version."
         )
     from_version = None if full_resync else committed
+    out_uri = wh.changes(consumer, table_rel, from_version, to_version)
     if from_version is None:
-        changes = as_inserts(snapshot.select(*key, *columns), to_version, target["timestamp"])
-    elif from_version == to_version:
-        changes = as_inserts(snapshot.select(*key, *columns), to_version, target["timestamp"]).limit(0)
+        counts = write_counted(as_inserts(snapshot.select(*key, *columns), to_version, target["timestamp"]), out_uri)
+    elif from_version == to_version:  # nothing new: known from the log, written without a Spark job
+        counts = write_empty(as_inserts(snapshot.select(*key, *columns), to_version, target["timestamp"]), out_uri)
     else:
         cdf = read_changes(spark, uri, from_version + 1, to_version, entries)
-        changes = net_changes(cdf, key, columns, columns)
-
-    out_uri = wh.changes(consumer, table_rel, from_version, to_version)
-    counts = write_counted(changes, out_uri)
+        counts = write_counted(net_changes(cdf, key, columns, columns), out_uri)
     out_rel = out_uri[len(wh.root) + 1:]
     return DiffResult(
         table=table_rel,

@@ -73,7 +73,7 @@ def run_maintenance(spark: SparkSession, spec: MaintenanceSpec) -> MaintenanceRe
     wh = spec.lake
     rel = spec.table
     uri = wh.uri(rel)
-    if not is_delta_table(spark, uri):
+    if not is_delta_table(uri):
         raise ConfigError(f"Maintenance: {rel} is not a Delta table under {wh.root}")
     zorder = spec.zorder_by
     retain = spec.retain_hours

@@ -61,7 +61,7 @@ class DeltaSink(FrameSink):
         from spark_jobs.delta.lake import is_delta_table
 
         if self.format == "delta":
-            return spark.read.format("delta").load(self.path) if is_delta_table(spark, self.path) else None
+            return spark.read.format("delta").load(self.path) if is_delta_table(self.path) else None
         return spark.read.parquet(self.path) if exists(spark, self.path) else None
 
     def prepare(self, schema: dict[str, str]) -> None:

@@ -238,7 +238,7 @@ def run_sink(spark: SparkSession, spec: SinkSpec) -> SinkResult:
 
 
 def _sync(run: _SyncRun) -> SinkResult:
-    changes_version = _changes_version(run.spark, run.spec)
+    changes_version = _changes_version(run.spec)
     try:
         prepared = _prepare(run, changes_version)
         return _write_plan(run, prepared) if run.spec.dry_run else _deliver_and_commit(run, prepared)
@@ -262,7 +262,7 @@ def _already_delivered(run: _SyncRun, exc: AlreadyCommittedError) -> SinkResult:
         run={k: row[k] for k in ("status", "started_at", "finished_at", "duration_s", "outcomes")})
 
 
-def _changes_version(spark: SparkSession, spec: SinkSpec) -> int:
+def _changes_version(spec: SinkSpec) -> int:
     """The change set's current version (the one read of its log); a change set that is not there
     was pruned after this very sync committed (a stale re-run) or was never written."""
     history = table_history(spec.lake.uri(spec.changes), 1)
@@ -367,7 +367,10 @@ def _deliver_and_commit(run: _SyncRun, prepared: _Prepared) -> SinkResult:
     delivery_started = time.monotonic()
     with progress.reporting(spark, f"sink {spec.table} -> {run.label}", sum(run.planned.values()),
                             policy.progress_every):
-        stats, refused = _deliver(spark, sink, prepared.frame, prepared.config, prepared.key_fields, policy)
+        if any(run.planned.values()) or prepared.ledger is not None:
+            stats, refused = _deliver(spark, sink, prepared.frame, prepared.config, prepared.key_fields, policy)
+        else:  # an empty change set and no resends: nothing to read, no Spark job
+            stats, refused = Stats(), _no_refusals(spark)
     # delivery_s: wall time of the delivery itself (reading the operations, sending, acknowledgements),
     # without the planning, ledger, commit and run history around it.
     delivery_s = round(time.monotonic() - delivery_started, 3)
@@ -435,8 +438,12 @@ def _deliver(spark: SparkSession, sink: Sink, frame: DataFrame, config: SinkConf
     if isinstance(sink, FrameSink):
         stats = Stats()
         stats.add(sink.write_frame(spark, frame.drop("_key")))
-        return stats, spark.createDataFrame([], "key STRING, op STRING, change STRING, error STRING, attempts INT")
+        return stats, _no_refusals(spark)
     return _deliver_in_executors(frame, type(sink), config, key_fields, policy)
+
+
+def _no_refusals(spark: SparkSession) -> DataFrame:
+    return spark.createDataFrame([], "key STRING, op STRING, change STRING, error STRING, attempts INT")
 
 
 def _restore_committed_rows(spark: SparkSession, wh: Warehouse, spec: SinkSpec, ops: DataFrame, sink: Sink,

@@ -101,7 +101,7 @@ def _read_files(spark: SparkSession, fmt: str, path: str, source: dict[str, Any]
 def _read_delta(spark: SparkSession, path: str, source: dict[str, Any], options: dict[str, str]) -> DataFrame:
     from spark_jobs.delta.lake import is_delta_table
 
-    if not is_delta_table(spark, path):
+    if not is_delta_table(path):
         raise ConfigError(f"Source {path!r} is not a Delta table")
     reader = spark.read.format("delta").options(**options)
     if source.get("version") is not None:

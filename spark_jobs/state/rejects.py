@@ -42,7 +42,7 @@ def pending(spark: SparkSession, wh: Warehouse, table_rel: str, consumer: str) -
     from pyspark.sql import functions as F
 
     uri = wh.system(TABLE)
-    if not is_delta_table(spark, uri):  # nothing was ever rejected in this warehouse
+    if not is_delta_table(uri):  # nothing was ever rejected in this warehouse
         return None
     entries = (spark.read.format("delta").load(uri)
                .where((F.col("table") == table_rel) & (F.col("consumer") == consumer))

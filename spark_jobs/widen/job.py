@@ -269,7 +269,7 @@ def _type_from_other_sources(spark: SparkSession, wh: Warehouse, t: WideTable, c
                              owner: dict[str, str]) -> None:
     for s in t.sources:
         uri = wh.uri(s.table)
-        if col in s.columns and is_delta_table(spark, uri):
+        if col in s.columns and is_delta_table(uri):
             schema = read_table(spark, uri).schema
             _require_source_columns(spark, t, s, uri, schema, [s.columns[col]], latest_version(uri))
             dtype = schema[s.columns[col]].dataType
@@ -473,7 +473,7 @@ def _merge_left(spark: SparkSession, wh: Warehouse, t: WideTable, s: Source, rig
     if changes is not None:
         reverse_index.update_index(spark, index, t, s, changes, types)
         crashpoints.reached("widen.index_updated")
-    rows = reverse_index.recompute(spark, t, s, inp, index, changes, types) if is_delta_table(spark, index) else None
+    rows = reverse_index.recompute(spark, t, s, inp, index, changes, types) if is_delta_table(index) else None
     if rows is None:
         return None
     md = {**base_md, "merged": [(right.rel, right.consumer, right.to_version),

@@ -18,7 +18,7 @@ def snapshot_error(spark, warehouse, source, day=1):
 
 
 def nothing_written(spark, warehouse) -> bool:
-    return not is_delta_table(spark, f"{warehouse}/snapshots/events")
+    return not is_delta_table(f"{warehouse}/snapshots/events")
 
 
 @pytest.mark.fault("bad input", "kafka source: a value that does not parse with value_schema")

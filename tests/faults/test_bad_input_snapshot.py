@@ -81,7 +81,7 @@ def test_columns_differing_only_in_case_are_named(spark, recorded, tmp_path):
         assert (error["type"], error["retryable"]) == ("ConfigError", False), error
         assert "differ only in case" in error["message"] and "`name`" in error["message"], error["message"]
     assert_unchanged(spark, recorded)
-    assert not is_delta_table(spark, str(tmp_path / "first" / "snapshots" / "customers"))
+    assert not is_delta_table(str(tmp_path / "first" / "snapshots" / "customers"))
 
 
 @pytest.mark.fault("bad input", "a logical date far in the future (a typo such as 2206-01-03)")
@@ -108,7 +108,7 @@ def test_a_first_run_with_an_unusable_column_name_creates_no_table(spark, record
     error = refused(spark, recorded, {"format": "parquet", "path": source}, name="dotted")
     assert error["type"] == "ConfigError" and "['contact.email']" in error["message"]
     assert "field_mapping" in error["message"]  # how to give the destination its dotted name back
-    assert not is_delta_table(spark, f"{recorded}/snapshots/dotted")
+    assert not is_delta_table(f"{recorded}/snapshots/dotted")
 
 
 @pytest.mark.fault("bad input", "missing primary key column")
