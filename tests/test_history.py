@@ -57,8 +57,8 @@ def test_lookup_restore_and_replay(spark, warehouse, tmp_path):
     src, uri = str(tmp_path / "src"), f"{warehouse}/snapshots/dim"
     for day in (1, 2, 3):
         snap_day(spark, warehouse, src, day, [(1, f"d{day}")])
-    assert version_for(spark, uri, D.format(2))["version"] == 1
-    assert version_for(spark, uri, "2026-04-02T00:00:00Z")["version"] == 1  # same instant, other spelling
+    assert version_for(uri, D.format(2))["version"] == 1
+    assert version_for(uri, "2026-04-02T00:00:00Z")["version"] == 1  # same instant, other spelling
     assert rows_of(read_as_of(spark, uri, "2026-04-02T18:00:00+00:00")) == [(1, "d2")]
     with pytest.raises(ConfigError, match="no version at or before logical date 2026-03-01"):
         read_as_of(spark, uri, "2026-03-01T00:00:00+00:00")
@@ -68,14 +68,14 @@ def test_lookup_restore_and_replay(spark, warehouse, tmp_path):
     again = job(spark, "restore", warehouse, table="dim", target_logical_date=D.format(1), run_id="fix")
     assert again["reused"] and again["version"] == 3
     assert dim(spark, warehouse) == [(1, "d1")]
-    assert sorted(recorded_versions(spark, uri)) == [D.format(1)]  # days 2 and 3 are forgotten
-    assert version_for(spark, uri, D.format(1))["version"] == 3
+    assert sorted(recorded_versions(uri)) == [D.format(1)]  # days 2 and 3 are forgotten
+    assert version_for(uri, D.format(1))["version"] == 3
     # the restore commit is the head: a diff up to it reads the key there (the restore records it)
     assert job(spark, "diff", warehouse, table="snapshots/dim", consumer="c", to_version=3)["to_version"] == 3
 
     replayed = snap_day(spark, warehouse, src, 2, [(1, "d2-fixed")])  # replay is no longer refused
     assert (replayed["version"], replayed["reused"]) == (4, False)
-    assert version_for(spark, uri, D.format(2))["version"] == 4
+    assert version_for(uri, D.format(2))["version"] == 4
     row = read_lineage(spark, warehouse).where("job = 'restore'").first()
     assert ([i["version"] for i in row["inputs"]], [o["version"] for o in row["outputs"]]) == ([0], [3])
 
@@ -123,7 +123,7 @@ def test_vacuum_keeps_savepointed_and_unconsumed_versions(spark, warehouse, tmp_
     assert vacuumed["asked_hours"] == 0 and vacuumed["retain_hours"] == 1  # stretched back past v2
     for version, day in ((2, 3), (3, 4)):
         assert dim(spark, warehouse, version=version) == [(1, f"d{day}")]
-    assert sorted(recorded_versions(spark, uri)) == [D.format(i) for i in (1, 2, 3, 4)]
+    assert sorted(recorded_versions(uri)) == [D.format(i) for i in (1, 2, 3, 4)]
 
     # The same VACUUM on a table nothing protects removes what older versions need: the stretch matters.
     other = f"{warehouse}/wide/other"

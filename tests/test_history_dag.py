@@ -47,7 +47,7 @@ def test_backfill_history_dag(spark, warehouse, tmp_path, airflow_db, spark_defa
         "week", "backfill_customers", "customers_history", "month_end", "savepoint_month_end")}
 
     uri = f"{warehouse}/snapshots/customers"
-    recorded = recorded_versions(spark, uri)
+    recorded = recorded_versions(uri)
     assert sorted((e["version"], d) for d, e in recorded.items()) == list(enumerate(map(iso, WEEK)))
     for version, day in enumerate(AS_OF):
         table = spark.read.format("delta").option("versionAsOf", version).load(uri)

@@ -42,7 +42,7 @@ def test_a_middle_date_is_inserted_and_the_later_date_replayed(spark, warehouse,
     inserted = snap(spark, warehouse, src, D2, on_past_date="rebuild")
     # v2 restores the table to 2026-01-01, v3 records 2026-01-02, v4 replays 2026-01-03 from v1
     assert (inserted["version"], inserted["replayed"]) == (3, {D3: 4})
-    assert {d: e["version"] for d, e in recorded_versions(spark, f"{warehouse}/{TABLE}").items()} == {
+    assert {d: e["version"] for d, e in recorded_versions(f"{warehouse}/{TABLE}").items()} == {
         D1: 0, D2: 3, D3: 4}
     assert changes(spark, warehouse, 3) == [(2, "b", "q", "update_postimage"), (2, "b", "y", "update_preimage")]
     assert changes(spark, warehouse, 4) == [(1, "a", "x", "update_preimage"), (1, "a", "z", "update_postimage"),

@@ -43,7 +43,7 @@ def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, date
             cutoff = when if cutoff is None else min(cutoff, when)
 
 
-def recorded_versions(spark: SparkSession, uri: str) -> dict[str, dict[str, Any]]:
+def recorded_versions(uri: str) -> dict[str, dict[str, Any]]:
     """logical date -> the history entry of the newest commit that recorded it, restores honoured."""
     return recorded_in(history(uri))
 
@@ -62,14 +62,14 @@ def recorded_for(recorded: dict[str, dict[str, Any]], logical_date: str) -> dict
     return next((e for d, e in recorded.items() if parse_logical_date(d) == wanted), None)
 
 
-def version_for(spark: SparkSession, uri: str, logical_date: str, as_of: bool = False) -> dict[str, Any]:
+def version_for(uri: str, logical_date: str, as_of: bool = False) -> dict[str, Any]:
     """The history entry recorded for ``logical_date``; with ``as_of``, the newest one at or before it.
 
     Raises :class:`ConfigError` naming the dates that are recorded when there is none.
     """
     if not is_delta_table(uri):
         raise ConfigError(f"{uri} is not a Delta table")
-    recorded = recorded_versions(spark, uri)
+    recorded = recorded_versions(uri)
     if not as_of:
         found = recorded_for(recorded, logical_date)
         if found is not None:
@@ -88,11 +88,11 @@ def version_for(spark: SparkSession, uri: str, logical_date: str, as_of: bool = 
 
 def read_as_of(spark: SparkSession, uri: str, logical_date: str) -> DataFrame:
     """The table as it was recorded for ``logical_date`` (the newest version at or before it)."""
-    version = version_for(spark, uri, logical_date, as_of=True)["version"]
+    version = version_for(uri, logical_date, as_of=True)["version"]
     return read_table(spark, uri, version)
 
 
-def pin_delta_source(spark: SparkSession, source: dict[str, Any], logical_date: str | None) -> dict[str, Any]:
+def pin_delta_source(source: dict[str, Any], logical_date: str | None) -> dict[str, Any]:
     """Resolve the exact version a Delta source is read at, so the job result names it.
 
     ``version`` is kept; ``timestamp`` becomes the newest version committed at or before it;
@@ -109,8 +109,8 @@ def pin_delta_source(spark: SparkSession, source: dict[str, Any], logical_date: 
     if source.get("as_of_logical_date"):
         if not logical_date:
             raise ConfigError("as_of_logical_date needs the run's logical date in the spec")
-        if recorded_versions(spark, path):
-            pinned["version"] = version_for(spark, path, logical_date, as_of=True)["version"]
+        if recorded_versions(path):
+            pinned["version"] = version_for(path, logical_date, as_of=True)["version"]
             return pinned
         cutoff = parse_logical_date(logical_date)
     elif source.get("timestamp"):
@@ -134,7 +134,7 @@ def _commit_time(entry: dict[str, Any]) -> datetime:
     return stamp.astimezone(timezone.utc)
 
 
-def target_version(spark: SparkSession, uri: str, version: int | None,
+def target_version(uri: str, version: int | None,
                    target_logical_date: str | None) -> dict[str, Any]:
     """The history entry a savepoint or restore points at: ``version`` or ``target_logical_date``
     (the spec guarantees exactly one)."""
@@ -142,4 +142,4 @@ def target_version(spark: SparkSession, uri: str, version: int | None,
         raise ConfigError(f"{uri} is not a Delta table")
     if version is not None:
         return commit_info(uri, version)
-    return version_for(spark, uri, str(target_logical_date))
+    return version_for(uri, str(target_logical_date))

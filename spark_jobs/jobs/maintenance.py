@@ -52,7 +52,7 @@ def protected_versions(spark: SparkSession, wh: Warehouse, rel: str) -> dict[str
             "floor": min(candidates) if candidates else None}
 
 
-def effective_retention_hours(spark: SparkSession, uri: str, floor: int | None, retain_hours: float,
+def effective_retention_hours(uri: str, floor: int | None, retain_hours: float,
                               margin_s: float) -> int:
     """``retain_hours``, stretched to reach back past the commit of the oldest protected version.
 
@@ -93,7 +93,7 @@ def run_maintenance(spark: SparkSession, spec: MaintenanceSpec) -> MaintenanceRe
 
     if spec.vacuum:
         protected = protected_versions(spark, wh, rel)
-        hours = effective_retention_hours(spark, uri, protected["floor"], retain, spec.margin_s)
+        hours = effective_retention_hours(uri, protected["floor"], retain, spec.margin_s)
         # Delta refuses a retention under its default unless told; the floor above is what keeps
         # protected versions, so a shorter retention asked for explicitly is allowed.
         with _session_conf(spark, {CHECK_CONF: "false", LOGGING_CONF: "true", **_listing_parallelism(spark)}):

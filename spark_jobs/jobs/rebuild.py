@@ -60,9 +60,9 @@ def finish(spark: SparkSession, spec: SnapshotSpec, uri: str, entry: dict[str, A
     plan = [(str(d), int(v)) for d, v in entry["metadata"]["rebuild"]["replay"]]
     key = list(entry["metadata"]["primary_key"])
     for date, old_version in plan:
-        if recorded_for(recorded_versions(spark, uri), date) is None:
+        if recorded_for(recorded_versions(uri), date) is None:
             _replay(spark, uri, key, date, old_version, spec.run_id, merge)
-    line = recorded_versions(spark, uri)
+    line = recorded_versions(uri)
     replayed = {date: found["version"] for date, _ in plan if (found := recorded_for(line, date)) is not None}
     _move_consumers(spec, {old: replayed[date] for date, old in plan})
     return replayed

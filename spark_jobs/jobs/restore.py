@@ -22,7 +22,7 @@ def run_restore(spark: SparkSession, spec: RestoreSpec) -> RestoreResult:
     wh = spec.lake
     rel = spec.table
     uri = wh.uri(rel)
-    target = target_version(spark, uri, spec.version, spec.target_logical_date)
+    target = target_version(uri, spec.version, spec.target_logical_date)
     date = target["metadata"].get("logical_date") or spec.target_logical_date
     # The restore commit is the table's head until the next snapshot: it carries the restored version's
     # primary key, so a diff or a history run that reads the key from the head keeps working.

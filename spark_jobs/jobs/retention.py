@@ -38,7 +38,7 @@ def run_retention(spark: SparkSession, spec: RetentionSpec) -> RetentionResult:
                    for uri in consumed_change_sets(wh, table, consumer, position.version, spec.keep_change_sets)]
     deleted = {"change_sets": change_sets,
                "jobs": old_job_folders(wh, now - timedelta(days=spec.job_days)),
-               "plans": old_plans(spark, wh, now - timedelta(days=spec.plan_days))}
+               "plans": old_plans(wh, now - timedelta(days=spec.plan_days))}
     if not spec.dry_run:
         for uris in deleted.values():
             delete(uris)

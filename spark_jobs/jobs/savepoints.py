@@ -33,7 +33,7 @@ def run_savepoint(spark: SparkSession, spec: SavepointSpec) -> SavepointResult:
     """Savepoint ``version`` or the version of ``target_logical_date`` of ``table`` (idempotent)."""
     wh = spec.lake
     rel = spec.table
-    entry = target_version(spark, wh.uri(rel), spec.version, spec.target_logical_date)
+    entry = target_version(wh.uri(rel), spec.version, spec.target_logical_date)
     date = entry["metadata"].get("logical_date")
     name = spec.savepoint_name or f"v{entry['version']}"
     uri = wh.system(TABLE)

@@ -85,13 +85,13 @@ def run_snapshot(spark: SparkSession, spec: SnapshotSpec) -> SnapshotResult:
         conflict = explain(exc, spec.warehouse)
         if not isinstance(conflict, ConcurrentWriteError):
             raise
-        overtaken = _overtaken(spark, spec)
+        overtaken = _overtaken(spec)
         if overtaken is None:
             raise
         raise overtaken from exc
 
 
-def _overtaken(spark: SparkSession, spec: SnapshotSpec) -> PastDateRefusedError | None:
+def _overtaken(spec: SnapshotSpec) -> PastDateRefusedError | None:
     """The refusal of this run's date when a later date was recorded while it ran, else None."""
     if not spec.logical_date or spec.on_past_date == "rebuild":
         return None
@@ -210,7 +210,7 @@ def _start(spark: SparkSession, spec: SnapshotSpec, uri: str, entries: list[dict
     """Pin the source and write down what the commit will say."""
     _refuse_far_future(spec)
     # a Delta source is pinned to the exact version read: the result names it, the commit records it
-    source = pin_delta_source(spark, spec.source, spec.logical_date)
+    source = pin_delta_source(spec.source, spec.logical_date)
     # a Kafka source is fixed at the end offsets of its partitions now (spark_jobs.sources.upsert_kafka)
     topic = upsert_kafka.fix({**source, "key": spec.primary_key}) if source.get("format") == "kafka" else None
     metadata: dict[str, Any] = {"job": "snapshot", "logical_date": spec.logical_date, "run_id": spec.run_id,
@@ -268,7 +268,7 @@ def _full_extract(run: _Run) -> SnapshotResult:
         entry = _merge_extract(run, df)
     else:
         _write_first(spark, run.uri, df, spec.primary_key, spec.name, run.metadata, spec.partition_by)
-        entry = _own_commit(spark, run.uri, run.metadata, run.base)
+        entry = _own_commit(run.uri, run.metadata, run.base)
     replayed = rebuild.finish(spark, spec, run.uri, entry, _merge) if run.rebuilding is not None else None
     return run.result(entry, "full_extract", replayed=replayed,
                       source_ref=run.topic.reference() if run.topic is not None else None)
@@ -444,7 +444,7 @@ def _record_if_unchanged(spark: SparkSession, uri: str, metadata: dict[str, Any]
     # Unlike a metadata-only commit (ALTER TABLE), an append is an idempotent write that honours
     # on_top_of, so it cannot tag a head another run wrote since this one compared (§7.1).
     spark.read.format("delta").load(uri).limit(0).write.format("delta").mode("append").save(uri)
-    return _own_commit(spark, uri, metadata, base)
+    return _own_commit(uri, metadata, base)
 
 
 def _cdf_since(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str],
@@ -574,7 +574,7 @@ def _align_schema(table_schema: StructType, df: DataFrame, name: str, allow_evol
     return df, added
 
 
-def _own_commit(spark: SparkSession, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
+def _own_commit(uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
     """The commit this run just made on top of version ``base``; another run's commit in its place is a
     :class:`~spark_jobs.errors.ConcurrentWriteError`."""
     own = committed_since(uri, base, metadata["run_id"], f"snapshot table {uri}")

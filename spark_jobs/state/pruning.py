@@ -28,7 +28,6 @@ from spark_jobs.delta.lake import history
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
-    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +84,7 @@ def old_job_folders(wh: Warehouse, older_than: datetime) -> list[str]:
             if (started := job_dir_started(name)) is not None and started < older_than]
 
 
-def old_plans(spark: SparkSession, wh: Warehouse, older_than: datetime) -> list[str]:
+def old_plans(wh: Warehouse, older_than: datetime) -> list[str]:
     """The dry-run plan tables (``plans/<consumer>/<table>``) last written before ``older_than``."""
     fs, root = _fs(wh.uri("plans"))
     if not fs.exists(root):

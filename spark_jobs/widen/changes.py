@@ -32,10 +32,10 @@ def read_changes(spark: SparkSession, uri: str, from_version: int | None, to_ver
     if from_version is None:
         table = read_table(spark, uri, to_version)
         return as_inserts(table, to_version, commit_info(uri, to_version)["timestamp"])
-    return read_feed(spark, uri, from_version + 1, to_version, _history_since(spark, uri, from_version + 1))
+    return read_feed(spark, uri, from_version + 1, to_version, _history_since(uri, from_version + 1))
 
 
-def _history_since(spark: SparkSession, uri: str, since: int) -> list[dict[str, Any]]:
+def _history_since(uri: str, since: int) -> list[dict[str, Any]]:
     """The table's commits from version ``since`` on: what splitting and naming its feed needs (rename
     and restore commits), without reading the whole log every run. A restore among them to a version
     before ``since`` maps names through older commits, so then the whole history."""
@@ -45,7 +45,7 @@ def _history_since(spark: SparkSession, uri: str, since: int) -> list[dict[str, 
     return entries
 
 
-def require_table(spark: SparkSession, uri: str, rel: str, what: str) -> int:
+def require_table(uri: str, rel: str, what: str) -> int:
     """The table's latest version (existence and version in one read of its log)."""
     newest = table_history(uri, 1)
     if newest is None:

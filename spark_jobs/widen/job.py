@@ -94,8 +94,8 @@ def run_widen(spark: SparkSession, spec: WidenSpec) -> WidenResult:
     base = int(entries[0]["version"]) if entries else -1
     if exists and t.partition_by:
         check_layout(spark, uri, t.partition_by, f"Wide table {t.name}")
-    merged = _merged_versions(spark, wh, t, entries or [], tracked)
-    inputs = {s.name: _input(spark, wh, t, s, versions.get(s.name), merged) for s in step}
+    merged = _merged_versions(wh, t, entries or [], tracked)
+    inputs = {s.name: _input(wh, t, s, versions.get(s.name), merged) for s in step}
     full = [s for s in step if not s.is_left]
     left = [s for s in step if s.is_left]
     if left and not full and not exists:
@@ -123,13 +123,13 @@ def run_widen(spark: SparkSession, spec: WidenSpec) -> WidenResult:
 
     crashpoints.reached("widen.merged")
     read = [*inputs.values(), *wide_inputs]
-    behind = _recorded_behind(spark, wh, t, [i for i in read if not i.advances])
+    behind = _recorded_behind(wh, t, [i for i in read if not i.advances])
     consumers.commit_all(wh, {(i.rel, i.consumer): i.to_version
                                      for i in read if i.advances or (i.rel, i.consumer) in behind}, spec.run_id)
-    return _result(spark, spec, inputs, wide_inputs, commits)
+    return _result(spec, inputs, wide_inputs, commits)
 
 
-def _result(spark: SparkSession, spec: WidenSpec, inputs: dict[str, Input], wide_inputs: list[Input],
+def _result(spec: WidenSpec, inputs: dict[str, Input], wide_inputs: list[Input],
             commits: dict[str, dict[str, Any] | None]) -> WidenResult:
     """The step's result: the wide table's new version and what each of its commits merged."""
     t, wh = spec.wide, spec.lake
@@ -157,7 +157,7 @@ def step_sources(t: WideTable, names: list[str]) -> list[Source]:
     return [s for s in chosen if not s.is_left] + [s for s in t.left_sources if s in chosen]
 
 
-def _merged_versions(spark: SparkSession, wh: Warehouse, t: WideTable, entries: list[dict[str, Any]],
+def _merged_versions(wh: Warehouse, t: WideTable, entries: list[dict[str, Any]],
                      wanted: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
     """(table, consumer) -> the newest version merged into the wide table.
 
@@ -176,7 +176,7 @@ def _merged_versions(spark: SparkSession, wh: Warehouse, t: WideTable, entries: 
     return merged
 
 
-def _recorded_behind(spark: SparkSession, wh: Warehouse, t: WideTable, idle: list[Input]) -> set[tuple[str, str]]:
+def _recorded_behind(wh: Warehouse, t: WideTable, idle: list[Input]) -> set[tuple[str, str]]:
     """The pairs with nothing new to merge whose ``_system/consumers`` row is older than what the wide
     table's own log says it merged: a run killed between its fold and its consumer commit leaves them
     so. The next run that finds nothing to merge records them, so the two never disagree for long —
@@ -188,10 +188,10 @@ def _recorded_behind(spark: SparkSession, wh: Warehouse, t: WideTable, idle: lis
     return {(i.rel, i.consumer) for i in idle if recorded.get((i.rel, i.consumer), -1) < i.to_version}
 
 
-def _input(spark: SparkSession, wh: Warehouse, t: WideTable, s: Source, version: int | None,
+def _input(wh: Warehouse, t: WideTable, s: Source, version: int | None,
            merged_versions: dict[tuple[str, str], int]) -> Input:
     uri = wh.uri(s.table)
-    latest = require_table(spark, uri, s.table, f"Wide table {t.name}, source {s.name}")
+    latest = require_table(uri, s.table, f"Wide table {t.name}, source {s.name}")
     to_version = latest if version is None else int(version)
     merged = merged_versions.get((s.table, t.consumer()))
     if merged is not None and merged > to_version:
@@ -216,7 +216,7 @@ def _types(spark: SparkSession, wh: Warehouse, t: WideTable, step: list[Source],
         schema = read_table(spark, inp.uri, inp.to_version).schema
         mapping = {**s.key, **s.columns}  # a left join's key types follow the wide fk columns
         event = [c for c in (s.row_kind_field, s.order_field) if c]
-        _require_source_columns(spark, t, s, inp.uri, schema, [*mapping.values(), *s.on.values(), *event],
+        _require_source_columns(t, s, inp.uri, schema, [*mapping.values(), *s.on.values(), *event],
                                 inp.to_version)
         _check_changelog_types(t, s, schema)
         for wide_col, src_col in mapping.items():
@@ -227,7 +227,7 @@ def _types(spark: SparkSession, wh: Warehouse, t: WideTable, step: list[Source],
     return types
 
 
-def _require_source_columns(spark: SparkSession, t: WideTable, s: Source, uri: str, schema: StructType,
+def _require_source_columns(t: WideTable, s: Source, uri: str, schema: StructType,
                             needed: list[str], version: int) -> None:
     """The source table (``schema`` at ``version``) has the columns the spec names. A name its snapshot
     renamed (``renames=``) fails naming the new one: the spec names a source's current columns, and
@@ -271,7 +271,7 @@ def _type_from_other_sources(spark: SparkSession, wh: Warehouse, t: WideTable, c
         uri = wh.uri(s.table)
         if col in s.columns and is_delta_table(uri):
             schema = read_table(spark, uri).schema
-            _require_source_columns(spark, t, s, uri, schema, [s.columns[col]], latest_version(uri))
+            _require_source_columns(t, s, uri, schema, [s.columns[col]], latest_version(uri))
             dtype = schema[s.columns[col]].dataType
             _agree(t, types, owner, col, dtype, f"source {s.name}")
             return
@@ -431,7 +431,7 @@ def _merge_full(spark: SparkSession, t: WideTable, uri: str, events: DataFrame |
 
     with commit_metadata(spark, md), on_top_of(spark, base), guards.reported(DataQualityError):
         _merge()
-    _require_own_merge(spark, t, uri, base, md)
+    _require_own_merge(t, uri, base, md)
     return md
 
 
@@ -446,7 +446,7 @@ def _folded_source(rows: DataFrame) -> DataFrame:
     return F.broadcast(rows) if rows.count() * len(rows.columns) <= BROADCAST_CELLS else rows
 
 
-def _require_own_merge(spark: SparkSession, t: WideTable, uri: str, base: int, md: dict[str, Any]) -> None:
+def _require_own_merge(t: WideTable, uri: str, base: int, md: dict[str, Any]) -> None:
     """Fail with :class:`ConcurrentWriteError` when another run merged into the wide table since
     ``base`` and this run's fold did not commit (Delta refused or skipped it)."""
     newer = [e for e in history(uri, 20) if e["version"] > base and e["metadata"].get("merged")]

@@ -180,7 +180,7 @@ def test_every_date_lookup_compares_instants(spark, warehouse, tmp_path):
     assert latest_version(uri) == 1
     for spelling, version in [("2026-01-01", 0), ("2026-01-01T00:00:00+00:00", 0), ("2026-01-02T00:00:00Z", 1),
                               ("2026-01-01T19:00:00-05:00", 1)]:
-        assert version_for(spark, uri, spelling)["version"] == version, spelling
+        assert version_for(uri, spelling)["version"] == version, spelling
         assert find_version(uri, logical_date=spelling)["version"] == version, spelling
-    assert version_for(spark, uri, "2026-01-01T23:59:00-00:30", as_of=True)["version"] == 1  # 00:29 UTC on the 2nd
-    assert version_for(spark, uri, "2026-01-01T23:59:00+00:30", as_of=True)["version"] == 0  # 23:29 UTC on the 1st
+    assert version_for(uri, "2026-01-01T23:59:00-00:30", as_of=True)["version"] == 1  # 00:29 UTC on the 2nd
+    assert version_for(uri, "2026-01-01T23:59:00+00:30", as_of=True)["version"] == 0  # 23:29 UTC on the 1st
