@@ -1,9 +1,8 @@
 """Read a Delta table's commit log with fsspec alone: which versions exist, and the logical date each
 commit carries. Cheap enough to poll from the triggerer, and never starts Spark.
 
-A Delta table's history is ``_delta_log/<20-digit version>.json``, one file per commit, each a line
-per action with ``commitInfo`` (and its ``userMetadata``) written first. Only the newest commits are
-read, and only up to their ``commitInfo`` line, until the wanted date is passed.
+The commit files are read as the jobs read them (:mod:`spark_jobs.contract.delta_log`): only the
+newest commits, and only up to their ``commitInfo`` line, until the wanted date is passed.
 
 Why a reader of its own next to delta-rs (:mod:`airflow_reverse_etl.delta_tables`, which the live-sync
 trigger and the UI use): :class:`~airflow_reverse_etl.sensors.snapshot.SnapshotSensor` and
@@ -22,19 +21,16 @@ a Delta table, or a corrupt commit raise a configuration or data error naming th
 
 from __future__ import annotations
 
-import json
-import re
 from typing import TYPE_CHECKING, Any, Iterator
 
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlDataError
 from airflow_reverse_etl.storage import reading_log
 from spark_jobs.contract import parse_commit_metadata, parse_logical_date
+from spark_jobs.contract.delta_log import DamagedCommit, commit_info, commit_versions
 from spark_jobs.delta.timetravel import walk_recorded
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
-
-_COMMIT = re.compile(r"^(\d{20})\.json$")
 
 
 def _refuse_plain_files(fs: AbstractFileSystem, path: str, uri: str) -> None:
@@ -49,26 +45,18 @@ def _refuse_plain_files(fs: AbstractFileSystem, path: str, uri: str) -> None:
 
 
 def _log_versions(fs: AbstractFileSystem, path: str, uri: str) -> list[int]:
-    log_dir = f"{path}/_delta_log"
-    fs.invalidate_cache(log_dir)  # object-store filesystems cache listings: a poll must see new commits
-    if not fs.exists(log_dir):
+    versions = commit_versions(fs, path)
+    if versions is None:
         _refuse_plain_files(fs, path, uri)
         return []
-    names = (name.rstrip("/").rsplit("/", 1)[-1] for name in fs.ls(log_dir, detail=False))
-    return sorted((int(m.group(1)) for m in map(_COMMIT.match, names) if m), reverse=True)
+    return versions
 
 
-def _commit_metadata(fs: AbstractFileSystem, path: str, uri: str) -> dict[str, Any]:
-    with fs.open(path, "r") as handle:
-        for number, line in enumerate(handle, 1):
-            try:
-                action = json.loads(line)
-            except ValueError as exc:
-                raise ReverseEtlDataError(f"The Delta log of {uri} is corrupt: {path.rsplit('/', 1)[-1]} line "
-                                          f"{number} is not JSON ({exc})") from exc
-            if "commitInfo" in action:
-                return parse_commit_metadata(action["commitInfo"].get("userMetadata"))
-    return {}
+def _commit_metadata(fs: AbstractFileSystem, path: str, version: int, uri: str) -> dict[str, Any]:
+    try:
+        return parse_commit_metadata(commit_info(fs, path, version).get("userMetadata"))
+    except DamagedCommit as exc:
+        raise ReverseEtlDataError(f"The Delta log of {uri} is corrupt: {exc}") from exc
 
 
 def log_entries(uri: str) -> Iterator[dict[str, Any]]:
@@ -78,7 +66,7 @@ def log_entries(uri: str) -> Iterator[dict[str, Any]]:
     fs, path = fsspec.core.url_to_fs(uri)
     path = path.rstrip("/")
     for version in _log_versions(fs, path, uri):
-        yield {"version": version, "metadata": _commit_metadata(fs, f"{path}/_delta_log/{version:020d}.json", uri)}
+        yield {"version": version, "metadata": _commit_metadata(fs, path, version, uri)}
 
 
 def latest_version(uri: str) -> int | None:

@@ -19,18 +19,12 @@ on a classic driver and on a Spark Connect client.
 
 from __future__ import annotations
 
-import json
-import re
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from spark_jobs.contract import parse_commit_metadata
+from spark_jobs.contract.delta_log import DamagedCommit, commit_info, commit_versions
 from spark_jobs.errors import CorruptTableError
-
-if TYPE_CHECKING:
-    from fsspec import AbstractFileSystem
-
-_COMMIT = re.compile(r"^(\d{20})\.json$")
 
 
 def damaged_log(uri: str, what: str) -> CorruptTableError:
@@ -40,34 +34,10 @@ def damaged_log(uri: str, what: str) -> CorruptTableError:
         "its .crc), which returns the table to the version before, and re-run the run that wrote it.")
 
 
-def versions(fs: AbstractFileSystem, path: str) -> list[int] | None:
-    """The versions whose commit files exist, newest first; None when there is no ``_delta_log``."""
-    log_dir = f"{path}/_delta_log"
-    fs.invalidate_cache(log_dir)  # object-store filesystems cache listings: another run may have committed
-    try:
-        names = fs.ls(log_dir, detail=False)
-    except FileNotFoundError:
-        return None
-    found = (m for m in (_COMMIT.match(str(name).rstrip("/").rsplit("/", 1)[-1]) for name in names) if m)
-    listed = sorted((int(m.group(1)) for m in found), reverse=True)
-    return listed or None
-
-
-def entry(fs: AbstractFileSystem, path: str, version: int, uri: str) -> dict[str, Any]:
-    """One commit as ``{"version", "timestamp", "operation", "operationMetrics", "metadata"}``, the
-    shape of a ``DESCRIBE HISTORY`` row; a commit without ``commitInfo`` (an emptied file) has no
-    operation."""
-    name = f"{version:020d}.json"
-    info: dict[str, Any] = {}
-    with fs.open(f"{path}/_delta_log/{name}", "r") as handle:
-        for number, line in enumerate(handle, 1):
-            try:
-                action = json.loads(line)
-            except ValueError as exc:
-                raise damaged_log(uri, f"{name} line {number} is not JSON ({exc})") from exc
-            if "commitInfo" in action:
-                info = action["commitInfo"]
-                break
+def entry(info: dict[str, Any], version: int) -> dict[str, Any]:
+    """A commit's ``commitInfo`` as ``{"version", "timestamp", "operation", "operationMetrics",
+    "metadata"}``, the shape of a ``DESCRIBE HISTORY`` row; a commit without ``commitInfo`` (an
+    emptied file) has no operation."""
     stamp = info.get("inCommitTimestamp") or info.get("timestamp")
     return {
         "version": version,
@@ -79,12 +49,16 @@ def entry(fs: AbstractFileSystem, path: str, version: int, uri: str) -> dict[str
 
 
 def history(uri: str, limit: int | None = None) -> list[dict[str, Any]] | None:
-    """The table's commits, newest first (the newest ``limit``); None when ``uri`` holds no Delta log."""
+    """The table's commits, newest first (the newest ``limit``); None when ``uri`` holds no Delta
+    table (no ``_delta_log``, or one without commits)."""
     import fsspec
 
     fs, path = fsspec.core.url_to_fs(uri)
     path = path.rstrip("/")
-    listed = versions(fs, path)
-    if listed is None:
+    versions = commit_versions(fs, path)
+    if not versions:
         return None
-    return [entry(fs, path, version, uri) for version in listed[:limit]]
+    try:
+        return [entry(commit_info(fs, path, version), version) for version in versions[:limit]]
+    except DamagedCommit as exc:
+        raise damaged_log(uri, str(exc)) from exc
