@@ -26,7 +26,6 @@ from spark_jobs.contract.storage import storage_options, storage_uri
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    import pyarrow.compute as pc
     from deltalake import DeltaTable
 
 T = TypeVar("T")
@@ -48,15 +47,14 @@ def open_table(uri: str) -> DeltaTable | None:
         return None
 
 
-def read(table: DeltaTable | None, schema: pa.Schema, where: pc.Expression | None = None) -> pa.Table:
-    """The rows of ``table`` (those matching ``where``, which the files' statistics prune by) with at
-    least the columns of ``schema`` (an older release's table lacks the newer ones: they read as
-    nulls); no table reads as no rows."""
+def read(table: DeltaTable | None, schema: pa.Schema) -> pa.Table:
+    """The rows of ``table`` with at least the columns of ``schema`` (an older release's table lacks
+    the newer ones: they read as nulls); no table reads as no rows."""
     import pyarrow as pa
 
     if table is None:
         return schema.empty_table()
-    rows = table.to_pyarrow_dataset().to_table(filter=where)
+    rows = table.to_pyarrow_dataset().to_table()
     for field in schema:
         if field.name not in rows.column_names:
             rows = rows.append_column(field, pa.nulls(rows.num_rows, field.type))
