@@ -159,9 +159,12 @@ def commit_from(wh: Warehouse, expected: Position, version: int, run_id: str | N
     pair = (expected.table, expected.consumer)
     uri = wh.system(TABLE)
     row = _rows([(*pair, version, expected.seq + 1)], run_id)
+    own_id = row["commit_id"][0].as_py()
     for attempt in range(CAS_ATTEMPTS):
         table, rows = system_tables.current(uri, DDL)
         now = _newest(rows, _one(pair)).get(pair, Position(*pair))
+        if now.commit_id == own_id:
+            return  # an earlier attempt landed, though writing it reported an error (after its commit)
         if (now.seq, now.commit_id) != (expected.seq, expected.commit_id):
             raise StaleCommitError(_stale_message(now, expected.version, version, delivered=True))
         try:
