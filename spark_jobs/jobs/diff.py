@@ -53,10 +53,11 @@ def run_diff(spark: SparkSession, spec: DiffSpec) -> DiffResult:
         )
     from_version = None if full_resync else committed
     out_uri = wh.changes(consumer, table_rel, from_version, to_version)
+    whole = as_inserts(snapshot.select(*key, *columns), to_version, target["timestamp"])  # a plan; runs if written
     if from_version is None:
-        counts = write_counted(as_inserts(snapshot.select(*key, *columns), to_version, target["timestamp"]), out_uri)
+        counts = write_counted(whole, out_uri)
     elif from_version == to_version:  # nothing new: known from the log, written without a Spark job
-        counts = write_empty(as_inserts(snapshot.select(*key, *columns), to_version, target["timestamp"]), out_uri)
+        counts = write_empty(whole, out_uri)
     else:
         cdf = read_changes(spark, uri, from_version + 1, to_version, entries)
         counts = write_counted(net_changes(cdf, key, columns, columns), out_uri)
