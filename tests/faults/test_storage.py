@@ -173,6 +173,35 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
+def remount_read_only(disk: Path, spark) -> None:
+    """Remount ``disk`` read-only, as an administrator would.
+
+    The kernel refuses (EBUSY) while any file on it is open for writing, and the aborted Spark write of the
+    full-disk step can leave its output stream to the JVM's cleaner. So collect garbage on both sides and try
+    again for a while; if it still fails, name the processes that hold the disk open.
+    """
+    import gc
+    import os
+    import subprocess
+    import time
+
+    for _ in range(20):
+        tried = subprocess.run(["mount", "-o", "remount,ro", str(disk)], capture_output=True, text=True)
+        if tried.returncode == 0:
+            return
+        gc.collect()
+        spark._jvm.System.gc()
+        time.sleep(0.5)
+    holders = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            holders += [f"pid {pid}: {os.readlink(f'/proc/{pid}/fd/{fd}')}" for fd in os.listdir(f"/proc/{pid}/fd")
+                        if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(str(disk))]
+        except OSError:
+            continue
+    raise AssertionError(f"cannot remount {disk} read-only: {tried.stderr.strip()}; open there: {holders}")
+
+
 def fill(directory: Path) -> Path:
     """Fill the file system of ``directory`` to the last byte; the file that does it."""
     filler = directory / "filler"
@@ -215,7 +244,7 @@ def test_a_full_or_read_only_warehouse(spark, tmp_path, small_disk):
     assert versions() == recorded  # nothing committed
     assert snapshot(changed, 2)["version"] == 1  # the retry, with room again
 
-    subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    remount_read_only(small_disk, spark)
     try:
         read_only = snapshot(rows, 3)
         assert (read_only["error"]["type"], read_only["error"]["retryable"]) == ("ReadOnlyStorageError", False), \
