@@ -98,6 +98,19 @@ def test_commits_of_other_consumers_landing_meanwhile_do_not_refuse_a_commit(spa
     assert {pair: p.version for pair, p in consumers.positions(wh).items()} == {pair: 1 for pair in pairs}
 
 
+def test_first_appends_racing_to_create_a_bookkeeping_table_all_land(spark, warehouse):
+    """A fleet's first runs start together, and each creates ``_system/consumers`` (runs, lineage) if
+    nobody has: the losers of that race find a table whose creation they did not see, and append to it
+    (without the retry, 9 of 10 such races lost a row here)."""
+    for trial in range(3):
+        wh = Warehouse(f"{warehouse}/fleet-{trial}")
+        outcomes = race(spark, 8, lambda session, i, wh=wh: consumers.commit_all(
+            wh, {("snapshots/t", f"c{i}"): i}, f"run-{i}"))
+        assert outcomes == [None] * 8, outcomes
+        assert {pair: p.version for pair, p in consumers.positions(wh).items()} == \
+            {("snapshots/t", f"c{i}"): i for i in range(8)}
+
+
 def test_two_syncs_of_one_consumer_racing_commit_once(spark, warehouse, tmp_path):
     p = Pipeline(spark, warehouse, tmp_path)
     p.sync(p.step(V0), destination(tmp_path), mode="mirror")
