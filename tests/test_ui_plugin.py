@@ -93,6 +93,8 @@ def test_the_summary_counts_each_sync_per_logical_day(spark, history):
         its_runs = [r for r in runs if r["table"] == history.table and r["consumer"] == sync.consumer]
         assert sync.totals == {c: sum(r[c] for r in its_runs) for c in summary.OPERATIONS + summary.OUTCOMES}
     assert crm.totals["rejected"] == 4 and marketing.totals["deleted"] == 1 and marketing.failed == 0
+    # a rerun of a delivered version is a run, not a failure, and sends nothing
+    assert marketing.runs == 4 and [d.failed for d in marketing.days] == [0, 0, 0]
 
 
 def _card(dom: str, table: str, consumer: str) -> str:
@@ -128,6 +130,10 @@ def test_the_view_in_airflow_shows_syncs_counts_and_rejects(spark, history, airf
             assert _figure(card, name) == expected.totals[name], (consumer, name)
         assert _figure(card, "pending rejects") == 1
         assert len(re.findall(r'<g class="bar"', card)) == 3  # one bar per logical day
+    marketing = _card(view, history.table, "marketing")
+    assert "last run: already_delivered" in marketing
+    assert '<td class="status-already_delivered">already_delivered</td>' in marketing
+    assert re.search(r"\.status-success,\.status-already_delivered\{color:#2b8a3e\}", view)  # green, as success
     rejects = unescape(view.split('<table class="rejects">', 1)[1])
     assert '{"id":5}' in rejects and '{"id":3}' in rejects and rejects.count(REFUSED) >= 2
 

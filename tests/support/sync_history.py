@@ -57,20 +57,23 @@ def _compact_with_deletion_vectors(spark, warehouse: str) -> None:
 def write_sync_history(spark, warehouse: Path, root: Path) -> SyncHistory:
     """Three logical days of syncs of snapshots/TABLE into ``warehouse`` (which may hold other tables
     already); sources and destinations under ``root``. Pending at the end: CRM refuses row 5 (city),
-    marketing refuses row 3 (name)."""
+    marketing refuses row 3 (name); marketing's last sync ran twice, the second time as already delivered."""
     crm = _refusing_destination(root / "crm.db", "customers", "city <> 'bad'")
     marketing = _refusing_destination(root / "marketing.db", "contacts", "name <> 'cid'")
     p = Pipeline(spark, str(warehouse), root, consumer="crm", name=TABLE)
     for day, rows in enumerate(DAYS):
         crm_changes = p.step(rows)
         run = {"dag_id": "reverse_etl_demo", "logical_date": (p.day + timedelta(days=day)).isoformat()}
-        p.sync(p.diff("marketing"), marketing, mode="mirror", task_id="sync_marketing", **run)
+        marketing_changes = p.diff("marketing")
+        p.sync(marketing_changes, marketing, mode="mirror", task_id="sync_marketing", **run)
         if day < len(DAYS) - 1:
             p.sync(crm_changes, crm, task_id="sync_crm", **run)
             continue
         _compact_with_deletion_vectors(spark, str(warehouse))
         # row 2 is delivered at last (its entry leaves), row 5 is refused again: 1 of 2 is too many
         p.sync_error(crm_changes, crm, max_reject_fraction=0.1, task_id="sync_crm", **run)
+        # the marketing task cleared and run again: its version is the committed one
+        p.sync(marketing_changes, marketing, mode="mirror", task_id="sync_marketing", **run)
     return SyncHistory(str(warehouse), f"snapshots/{TABLE}", {"crm": crm, "marketing": marketing})
 
 
