@@ -77,20 +77,12 @@ def _correct(fleet_dir: Path, dag_ids: list[str]) -> bool:
 def _metadata_database(stack: ExitStack) -> str:
     """A new, empty Postgres database for the instance's metadata (SQLAlchemy URL); the project's
     server is started if it is not running, and stopped afterwards in that case."""
-    import psycopg2
-
-    from tests.support.services import run_service_script, start_postgres
+    from tests.support.services import fresh_database, run_service_script, start_postgres
 
     pg, already = start_postgres()
     if not already:
         stack.callback(run_service_script, "postgres", "stop", 120)
-    conn = psycopg2.connect(**pg.connect_kwargs())
-    conn.autocommit = True
-    with conn.cursor() as cursor:
-        cursor.execute("DROP DATABASE IF EXISTS airflow_fleet WITH (FORCE)")
-        cursor.execute("CREATE DATABASE airflow_fleet")
-    conn.close()
-    return pg.url.replace("postgresql://", "postgresql+psycopg2://").rsplit("/", 1)[0] + "/airflow_fleet"
+    return fresh_database(pg, "airflow_fleet")
 
 
 def measure(work: Path, n: int) -> dict[str, Any]:

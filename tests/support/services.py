@@ -132,6 +132,31 @@ class PostgresInfo:
                 "dbname": self.dbname}
 
 
+def fresh_database(pg: PostgresInfo, name: str) -> str:
+    """A new, empty database ``name`` on ``pg`` (dropped first if it exists, sessions and all); its
+    SQLAlchemy URL, as Airflow's ``sql_alchemy_conn`` takes it."""
+    drop_database(pg, name)
+    _administer(pg, f'CREATE DATABASE "{name}"')
+    return pg.url.replace("postgresql://", "postgresql+psycopg2://").rsplit("/", 1)[0] + f"/{name}"
+
+
+def drop_database(pg: PostgresInfo, name: str) -> None:
+    """Drop database ``name`` on ``pg`` if it exists, closing its sessions."""
+    _administer(pg, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _administer(pg: PostgresInfo, statement: str) -> None:
+    import psycopg2
+
+    conn = psycopg2.connect(**pg.connect_kwargs())
+    conn.autocommit = True  # CREATE/DROP DATABASE run outside a transaction
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(statement)
+    finally:
+        conn.close()
+
+
 def _parse_pg_dsn(stdout: str) -> PostgresInfo:
     m = re.search(r"^host=(\S+) port=(\d+) dbname=(\S+) user=(\S+)$", stdout, re.M)
     if not m:

@@ -4,8 +4,9 @@ the tests that must show the product under Airflow's own scheduler, not only ``d
 :func:`airflow_standalone` starts it once per test session in a throw-away ``AIRFLOW_HOME`` (and
 stops it as soon as its last user is done: :func:`pytest_runtest_teardown`) with:
 
-- the metadata database: SQLite in the home (Airflow 3 runs the LocalExecutor on it; the test
-  Postgres would need an async driver, asyncpg, that the project does not install);
+- the metadata database: a Postgres database of its own on the test server (:func:`airflow_standalone`
+  says why not SQLite; :func:`running_standalone` alone, as bench/live.py uses it, keeps SQLite in
+  the home);
 - the API server (UI and REST API) on a free port of 127.0.0.1;
 - the repository's ``dags/`` folder, example DAGs off, new DAGs paused (backfills run regardless),
   each file parsed once: the files do not change during a run, and re-parsing them every 30 s (the
@@ -342,9 +343,22 @@ def running_standalone(home: Path, connections: dict[str, str],
 
 
 @pytest.fixture(scope="session")
-def airflow_standalone(request, tmp_path_factory, spark_connect_server) -> Iterator[AirflowStandalone]:
-    """A running ``airflow standalone`` until its last user is done (see the module's docstring)."""
+def airflow_standalone(request, tmp_path_factory, spark_connect_server, postgres_server) -> Iterator[AirflowStandalone]:
+    """A running ``airflow standalone`` until its last user is done (see the module's docstring), its
+    metadata in a Postgres database of its own.
+
+    Not SQLite: under a loaded CI machine an ``airflow backfill create`` against the busy scheduler
+    failed with "database is locked" despite the 60 s busy timeout (SQLite refuses a reader's upgrade
+    to a writer at once rather than wait), as six at once did in the fleet benchmark."""
+    from tests.support.services import drop_database, fresh_database
+
     home = tmp_path_factory.mktemp("airflow-standalone")
-    with running_standalone(home, {"spark_default": spark_connect_server.airflow_connection()}) as instance:
-        request.config.stash[_running] = instance
-        yield instance
+    database = f"airflow_{os.getpid()}"  # of this session's worker: sessions side by side share the server
+    metadata = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": fresh_database(postgres_server, database)}
+    try:
+        with running_standalone(home, {"spark_default": spark_connect_server.airflow_connection()},
+                                metadata) as instance:
+            request.config.stash[_running] = instance
+            yield instance
+    finally:
+        drop_database(postgres_server, database)
