@@ -39,10 +39,12 @@ def commit_versions(fs: AbstractFileSystem, path: str) -> list[int] | None:
     return sorted((int(m.group(1)) for m in found if m), reverse=True)
 
 
-def commit_info(fs: AbstractFileSystem, path: str, version: int) -> dict[str, Any]:
+def commit_info(fs: AbstractFileSystem, path: str, version: int, *, whole: bool = False) -> dict[str, Any]:
     """The ``commitInfo`` action of ``version`` (empty when the commit has none: an emptied file),
-    read up to that line."""
+    read up to that line; with ``whole``, every line is read, so a file cut after its ``commitInfo``
+    is a :class:`DamagedCommit` too (the newest commit, the one a job acts on, is read so)."""
     name = f"{version:020d}.json"
+    info: dict[str, Any] = {}
     with fs.open(f"{path}/_delta_log/{name}", "r") as handle:
         for number, line in enumerate(handle, 1):
             try:
@@ -50,6 +52,7 @@ def commit_info(fs: AbstractFileSystem, path: str, version: int) -> dict[str, An
             except ValueError as exc:
                 raise DamagedCommit(f"{name} line {number} is not JSON ({exc})") from exc
             if "commitInfo" in action:
-                info: dict[str, Any] = action["commitInfo"]
-                return info
-    return {}
+                info = action["commitInfo"]
+                if not whole:
+                    break
+    return info

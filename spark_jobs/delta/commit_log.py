@@ -29,8 +29,8 @@ from spark_jobs.errors import CorruptTableError
 
 def damaged_log(uri: str, what: str) -> CorruptTableError:
     return CorruptTableError(
-        f"The Delta log of {uri} is damaged: {what}. Nothing was written. Restore the table's _delta_log from a "
-        "backup; if the damaged file is the newest commit and losing that version is acceptable, delete it (and "
+        f"The Delta log of {uri} is damaged: {what}. Nothing was written or sent. Restore the table's _delta_log "
+        "from a backup; if the damaged file is the newest commit and losing that version is acceptable, delete it (and "
         "its .crc), which returns the table to the version before, and re-run the run that wrote it.")
 
 
@@ -59,6 +59,7 @@ def history(uri: str, limit: int | None = None) -> list[dict[str, Any]] | None:
     if not versions:
         return None
     try:
-        return [entry(commit_info(fs, path, version), version) for version in versions[:limit]]
+        return [entry(commit_info(fs, path, version, whole=version == versions[0]), version)
+                for version in versions[:limit]]
     except DamagedCommit as exc:
         raise damaged_log(uri, str(exc)) from exc

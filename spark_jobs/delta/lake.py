@@ -130,7 +130,8 @@ def require_intact(entries: list[dict[str, Any]] | None, uri: str) -> list[dict[
     """``entries`` (a table's history) of a table only the jobs write, refused when a version has no
     commit information: every commit the jobs make carries it, so its commit file was emptied or cut
     before it (Delta reads an empty commit file as a version that changed nothing). Writing on top
-    would bury the damage; a diff would silently skip the version's changes."""
+    would bury the damage; a diff or a wide table's fold would silently skip the version's changes,
+    and a sync would deliver nothing and commit."""
     broken = [e["version"] for e in entries or [] if not e.get("operation")]
     if broken:
         raise damaged_log(uri, f"version(s) {broken} have no commit information (an empty or cut commit file)")

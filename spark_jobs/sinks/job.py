@@ -53,7 +53,7 @@ from spark_jobs.delta.change_sets import COUNTED
 from spark_jobs.errors import AlreadyCommittedError, ConfigError, DestinationError, JobError, StaleCommitError
 from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets
-from spark_jobs.delta.lake import commit_metadata, latest_version, table_history
+from spark_jobs.delta.lake import commit_metadata, latest_version, require_intact, table_history
 from spark_jobs.sinks import resolve_sink
 from spark_jobs.sinks.base import FrameSink, Sink, SinkConfig
 from spark_jobs.sinks.batch import with_json
@@ -264,8 +264,10 @@ def _already_delivered(run: _SyncRun, exc: AlreadyCommittedError) -> SinkResult:
 
 def _changes_version(spec: SinkSpec) -> int:
     """The change set's current version (the one read of its log); a change set that is not there
-    was pruned after this very sync committed (a stale re-run) or was never written."""
-    history = table_history(spec.lake.uri(spec.changes), 1)
+    was pruned after this very sync committed (a stale re-run) or was never written, and one whose
+    commit file is damaged is refused before anything is sent."""
+    uri = spec.lake.uri(spec.changes)
+    history = require_intact(table_history(uri, 1), uri)
     if history is not None:
         return int(history[0]["version"])
     committed = consumers.committed_version(spec.lake, spec.table, spec.consumer)

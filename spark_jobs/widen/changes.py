@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from spark_jobs.delta.change_sets import as_inserts
 from spark_jobs.delta.change_sets import read_changes as read_feed
 from spark_jobs.errors import ConfigError
-from spark_jobs.delta.lake import commit_info, history, latest_version, table_history
+from spark_jobs.delta.lake import commit_info, history, latest_version, require_intact, table_history
 from spark_jobs.delta.renames import restored_version
 from spark_jobs.delta.row_hash import read_table
 
@@ -38,8 +38,10 @@ def read_changes(spark: SparkSession, uri: str, from_version: int | None, to_ver
 def _history_since(uri: str, since: int) -> list[dict[str, Any]]:
     """The table's commits from version ``since`` on: what splitting and naming its feed needs (rename
     and restore commits), without reading the whole log every run. A restore among them to a version
-    before ``since`` maps names through older commits, so then the whole history."""
+    before ``since`` maps names through older commits, so then the whole history. A damaged commit
+    among them is refused: the feed would skip its changes."""
     entries = history(uri, latest_version(uri) - since + 1)
+    require_intact(entries, uri)
     if any(restored is not None and restored < since for restored in map(restored_version, entries)):
         return history(uri)
     return entries

@@ -47,6 +47,7 @@ from spark_jobs.delta.lake import (
     latest_version,
     merge_into,
     on_top_of,
+    require_intact,
     retry_on_conflict,
     table_history,
 )
@@ -89,7 +90,7 @@ def run_widen(spark: SparkSession, spec: WidenSpec) -> WidenResult:
     tracked = [(s.table, t.consumer()) for s in step] + [(t.rel, t.consumer(s.name)) for s in step if s.is_left]
     # The one read of the wide table's log before writing (None: no table yet): whether it exists, the
     # versions it merged, and its head, on top of which the fold's commit lands.
-    entries = table_history(uri)
+    entries = require_intact(table_history(uri), uri)
     exists = entries is not None
     base = int(entries[0]["version"]) if entries else -1
     if exists and t.partition_by:

@@ -141,20 +141,73 @@ def test_a_damaged_newest_commit_stops_the_jobs(spark, warehouse, tmp_path, dama
         return snapshot_of(spark, warehouse, source, rows, day)
 
     assert snapshot([(1, "a")], 1)["status"] == snapshot([(1, "b")], 2)["status"] == "success"
-    newest = sorted(Path(uri, "_delta_log").glob("*.json"))[-1]
-    text = newest.read_bytes()
-    newest.write_bytes(text[: len(text) // 2] if damage == "cut" else b"")
+    newest = damage_newest_commit(uri, damage)
     from spark_jobs.entry import run
 
     diff = run(spark, {"job": "diff", "warehouse": warehouse, "table": "snapshots/c", "consumer": "crm"})
     for failed in (snapshot([(1, "c")], 3), diff):
-        error = failed.get("error") or {}
-        assert (error.get("type"), error.get("category"), error.get("retryable")) == \
-            ("CorruptTableError", "data", False), failed
-        assert "Delta log of" in error["message"] and "Nothing was written" in error["message"]
-        if damage == "cut":
-            assert newest.name in error["message"]
+        assert_damaged_log_error(failed.get("error") or {}, newest, damage)
     assert len(list(Path(uri, "_delta_log").glob("*.json"))) == 2  # nothing written on top of it
+
+
+def damage_newest_commit(table_uri: str, damage: str, version: int | None = None) -> Path:
+    """Cut the newest commit file of the Delta table at ``table_uri`` (or that of ``version``) in half,
+    or empty it; the file."""
+    commits = sorted(Path(table_uri, "_delta_log").glob("*.json"))
+    target = commits[-1] if version is None else Path(table_uri, "_delta_log", f"{version:020d}.json")
+    text = target.read_bytes()
+    target.write_bytes(text[: len(text) // 2] if damage == "cut" else b"")
+    return target
+
+
+def assert_damaged_log_error(error: dict, damaged: Path, damage: str) -> None:
+    """``error`` (a failed job's) is the data error of a damaged log naming the table (and the cut file)."""
+    assert (error.get("type"), error.get("category"), error.get("retryable")) == \
+        ("CorruptTableError", "data", False), error
+    table = str(damaged.parent.parent)
+    assert f"Delta log of {table}" in error["message"] and "Nothing was written or sent" in error["message"], error
+    if damage == "cut":
+        assert damaged.name in error["message"]
+
+
+@pytest.mark.fault("storage fault", "the change set's commit file cut short or emptied before its sync: a data "
+                                    "error naming it, nothing sent, the consumer not moved (emptied, it was "
+                                    "read as no changes: the sync succeeded, sent nothing and committed)")
+@pytest.mark.parametrize("damage", ["cut", "emptied"])
+def test_a_damaged_change_set_is_not_synced(spark, warehouse, tmp_path, damage):
+    import sqlite3
+
+    from tests.support.pipeline import Pipeline
+
+    crm = {"type": "sqlite", "database": str(tmp_path / "crm.db"), "table": "customers"}
+    p = Pipeline(spark, warehouse, tmp_path)
+    first = [(1, "ann", "oslo"), (2, "bob", "rome")]
+    p.sync(p.step(first), crm, mode="mirror")
+    changes = p.step([(1, "ann", "bergen")])
+    damaged = damage_newest_commit(f"{warehouse}/{changes['changes']}", damage)
+
+    assert_damaged_log_error(p.sync_error(changes, crm, mode="mirror"), damaged, damage)
+    with sqlite3.connect(tmp_path / "crm.db") as conn:
+        assert conn.execute("SELECT id, name, city FROM customers ORDER BY id").fetchall() == first
+    assert p.committed() == 0
+
+
+@pytest.mark.fault("storage fault", "a commit of a wide table's source emptied: the fold stops with a data error "
+                                    "naming the table, the wide table as it was")
+def test_a_damaged_source_commit_stops_the_fold(spark, warehouse):
+    from tests.support.wide_lake import Lake
+
+    wide = {"name": "totals", "primary_key": ["k"], "aggregations": {"amount": "sum"},
+            "sources": [{"name": "sales", "columns": ["amount"]}]}
+    lake = Lake(spark, warehouse)
+    lake.record("sales", [(1, 10), (2, 20)], "k INT, amount INT", "k")
+    lake.widen(wide)
+    lake.record("sales", [(1, 15), (2, 20), (3, 30)], "k INT, amount INT", "k")
+    lake.record("sales", [(1, 15), (3, 31)], "k INT, amount INT", "k")
+    damaged = damage_newest_commit(f"{warehouse}/snapshots/sales", "emptied", version=1)
+
+    assert_damaged_log_error(lake.widen_error(wide), damaged, "emptied")
+    assert lake.wide("totals", "k", "amount") == [(1, 10), (2, 20)]
 
 
 @pytest.fixture
