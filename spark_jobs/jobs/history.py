@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from spark_jobs.contract import HistoryResult, HistorySpec, parse_logical_date, table_ref
 from spark_jobs.errors import ConfigError
 from spark_jobs.delta.keys import require_columns
-from spark_jobs.delta.lake import commit_metadata, history, table_history
+from spark_jobs.delta.lake import commit_metadata, history, require_intact, table_history
 from spark_jobs.delta.renames import to_head_names
 from spark_jobs.delta.timetravel import recorded_in
 from spark_jobs.delta.row_hash import read_table
@@ -78,7 +78,8 @@ def run_history(spark: SparkSession, spec: HistorySpec) -> HistoryResult:
     wh = spec.lake
     rel = spec.table
     uri = wh.uri(rel)
-    entries = table_history(uri)  # the one read of the snapshot's log
+    # the one read of the snapshot's log; a damaged version would be a date missing from the history
+    entries = require_intact(table_history(uri), uri)
     if entries is None:
         raise ConfigError(f"SCD2 history: {rel} is not a Delta table under {wh.root}")
     recorded = recorded_in(entries)

@@ -131,7 +131,8 @@ def snapshot_of(spark, warehouse: str, source: str, rows: list[tuple], day: int)
 
 
 @pytest.mark.fault("storage fault", "the newest commit file of a snapshot table cut short or emptied: the jobs "
-                                    "stop with a data error naming it, not a retryable one")
+                                    "(snapshot, diff, SCD2 history) stop with a data error naming it, not a "
+                                    "retryable one")
 @pytest.mark.parametrize("damage", ["cut", "emptied"])
 def test_a_damaged_newest_commit_stops_the_jobs(spark, warehouse, tmp_path, damage):
     source = str(tmp_path / "source")
@@ -145,7 +146,8 @@ def test_a_damaged_newest_commit_stops_the_jobs(spark, warehouse, tmp_path, dama
     from spark_jobs.entry import run
 
     diff = run(spark, {"job": "diff", "warehouse": warehouse, "table": "snapshots/c", "consumer": "crm"})
-    for failed in (snapshot([(1, "c")], 3), diff):
+    scd2 = run(spark, {"job": "history", "warehouse": warehouse, "table": "snapshots/c", "run_id": "h"})
+    for failed in (snapshot([(1, "c")], 3), diff, scd2):
         assert_damaged_log_error(failed.get("error") or {}, newest, damage)
     assert len(list(Path(uri, "_delta_log").glob("*.json"))) == 2  # nothing written on top of it
 
