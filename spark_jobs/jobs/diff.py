@@ -53,14 +53,13 @@ def run_diff(spark: SparkSession, spec: DiffSpec) -> DiffResult:
         )
     from_version = None if full_resync else committed
     out_uri = wh.changes(consumer, table_rel, from_version, to_version)
-    whole = as_inserts(snapshot.select(*key, *columns), to_version, target["timestamp"])  # a plan; runs if written
-    if from_version is None:
-        counts = write_counted(whole, out_uri)
-    elif from_version == to_version:  # nothing new: known from the log, written without a Spark job
-        counts = write_empty(whole, out_uri)
-    else:
+    if from_version is not None and from_version < to_version:
         cdf = read_changes(spark, uri, from_version + 1, to_version, entries)
         counts = write_counted(net_changes(cdf, key, columns, columns), out_uri)
+    else:  # the whole version: a first sync, or (nothing new, known from the log) its empty change set
+        # built here only: as_inserts asks for the frame's columns, a round trip over Spark Connect
+        whole = as_inserts(snapshot.select(*key, *columns), to_version, target["timestamp"])
+        counts = write_counted(whole, out_uri) if from_version is None else write_empty(whole, out_uri)
     out_rel = out_uri[len(wh.root) + 1:]
     return DiffResult(
         table=table_rel,
