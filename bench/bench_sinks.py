@@ -72,7 +72,7 @@ def sync(spark, warehouse: str, changes: dict, destination: dict, **options) -> 
 
     from spark_jobs.contract import change_set_fields
 
-    spec = {"job": "sink", "warehouse": warehouse, **change_set_fields(changes), "destination": destination,
+    spec = {"job": "sync", "warehouse": warehouse, **change_set_fields(changes), "destination": destination,
             "commit": False, **options}
     started = time.perf_counter()
     result = run(spark, spec)

@@ -204,7 +204,7 @@ def _warm(url: str, home: Path, source: str) -> dict:
                                   "logical_date": day, "run_id": f"warm-{day}"})
             # mirror, not the DAG's upsert: these dates delete rows, and the destination must
             # equal the snapshot afterwards (the DAG's first date only inserts, where both agree)
-            timed("sync", {**specs["sink"], "mode": "mirror", "logical_date": day, "run_id": f"warm-{day}",
+            timed("sync", {**specs["sync"], "mode": "mirror", "logical_date": day, "run_id": f"warm-{day}",
                            **change_set_fields(diff)})
             changed.append(diff["counts"])
             correct.append(diff["counts"] == counts and destination_matches(home / "crm.db", version))

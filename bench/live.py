@@ -198,7 +198,7 @@ def noop_runs(url: str, warehouse: Path) -> dict[str, float]:
             diff = timed("diff", {**specs["diff"], "to_version": snap["version"], **when})
             if any(diff["counts"].values()):
                 raise RuntimeError(f"a no-op run found changes: {diff['counts']}")
-            timed("sync", {**specs["sink"], **when, **change_set_fields(diff)})
+            timed("sync", {**specs["sync"], **when, **change_set_fields(diff)})
     medians = {f"live_noop_{job}_s": round(statistics.median(t), 2) for job, t in times.items()}
     medians["live_noop_run_s"] = round(sum(medians.values()), 2)
     return medians

@@ -6,11 +6,10 @@ reads a JSON spec, does its work on Spark + Delta Lake and writes a JSON result.
 
 The folders are the architecture, each building only on those listed after it:
 
-* :mod:`.sinks` — destinations, the shared delivery core and the sync job that drives them;
-* :mod:`.widen` — wide tables: several sources merged by partial update, and the widen job;
-* :mod:`.jobs` — the other job entry points: snapshot (with rebuild and backfill), diff, history,
-  restore, savepoint, retention, maintenance (the sync and widen jobs reuse the diff's change-set
-  reading and retention's pruning);
+* :mod:`.jobs` — the job entry points: snapshot (with rebuild and backfill), diff, sync, widen,
+  history, restore, savepoint, retention, maintenance;
+* :mod:`.sinks` — destinations and the shared delivery core the sync job drives them with;
+* :mod:`.widen` — wide tables: several sources merged by partial update and a reverse index;
 * :mod:`.sources` — reading what a snapshot records (JDBC, Delta, files, upsert-kafka topics);
 * :mod:`.state` — the lake's own tables under ``_system``: consumer positions, runs, lineage, rejects;
 * :mod:`.delta` — Delta and Spark primitives every job shares (commit metadata, time travel,

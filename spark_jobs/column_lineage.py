@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from spark_jobs.contract import DiffSpec, SinkSpec, SnapshotSpec, WidenSpec
+from spark_jobs.contract import DiffSpec, SyncSpec, SnapshotSpec, WidenSpec
 from spark_jobs.contract.wide_table import Source, WideTable
 from spark_jobs.delta.columns import data_columns
 from spark_jobs.delta.row_hash import read_table
@@ -97,7 +97,7 @@ def _widen(spark: SparkSession, spec: WidenSpec, result: dict[str, Any]) -> list
     return (keys if full else []) + list(by_field.values())
 
 
-def _sink(spark: SparkSession, spec: SinkSpec, result: dict[str, Any]) -> list[Link]:
+def _sink(spark: SparkSession, spec: SyncSpec, result: dict[str, Any]) -> list[Link]:
     if result.get("dry_run") or result.get("already_delivered"):
         return []
     changes = spec.lake.uri(spec.changes)
@@ -107,7 +107,7 @@ def _sink(spark: SparkSession, spec: SinkSpec, result: dict[str, Any]) -> list[L
 
 
 _BY_JOB: dict[str, Callable[[SparkSession, Any, dict[str, Any]], list[Link]]] = {
-    SnapshotSpec.job: _snapshot, DiffSpec.job: _diff, WidenSpec.job: _widen, SinkSpec.job: _sink,
+    SnapshotSpec.job: _snapshot, DiffSpec.job: _diff, WidenSpec.job: _widen, SyncSpec.job: _sink,
 }
 
 

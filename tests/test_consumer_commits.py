@@ -117,7 +117,7 @@ def test_two_syncs_of_one_consumer_racing_commit_once(spark, warehouse, tmp_path
     changes = p.step(V1)
 
     def sync(session, i):
-        return run(session, {"job": "sink", "warehouse": warehouse,
+        return run(session, {"job": "sync", "warehouse": warehouse,
                              **p.spec(changes, destination(tmp_path), mode="mirror", run_id=f"racer-{i}")})
 
     results = race(spark, 2, sync)

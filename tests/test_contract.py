@@ -18,8 +18,8 @@ from spark_jobs.contract import (
     RestoreSpec,
     RetentionSpec,
     SavepointSpec,
-    SinkResult,
-    SinkSpec,
+    SyncResult,
+    SyncSpec,
     SnapshotSpec,
     Warehouse,
     WidenSpec,
@@ -39,7 +39,7 @@ SPEC_EXAMPLES = [
     SnapshotSpec(**IDENTITY, name="customers", source={"format": "parquet", "path": "/src"}, primary_key=["id"]),
     BackfillSpec(**IDENTITY, name="customers", primary_key="id", logical_dates=["2026-01-02", "2026-01-01"]),
     DiffSpec(**IDENTITY, table="snapshots/customers", consumer="crm", to_version=3, columns=["name"]),
-    SinkSpec(**IDENTITY, changes="changes/crm/x", table="snapshots/customers", consumer="crm", primary_key=["id"],
+    SyncSpec(**IDENTITY, changes="changes/crm/x", table="snapshots/customers", consumer="crm", primary_key=["id"],
              to_version=3, counts={"insert": 2, "update": 1, "delete": 0},
              counted_changes="changes/crm/x", counted_version=0,
              destination={"type": "sqlite", "database": "/db", "table": "customers"}, mode="mirror",
@@ -71,7 +71,7 @@ def test_specs_survive_the_json_round_trip(spec):
 
 
 def test_defaults_live_in_the_contract():
-    sink = SinkSpec.of(changes="c", table="t", consumer="crm", primary_key="id", to_version=1, mode=None)
+    sink = SyncSpec.of(changes="c", table="t", consumer="crm", primary_key="id", to_version=1, mode=None)
     assert (sink.mode, sink.max_delete_fraction, sink.max_reject_fraction, sink.dry_run, sink.commit) == (
         "upsert", 0.5, None, False, True)
     maintenance = MaintenanceSpec.of(table="customers")
@@ -85,21 +85,21 @@ def test_defaults_live_in_the_contract():
 
 
 def test_values_are_normalized():
-    sink = SinkSpec.of(changes="c", table="t", consumer="crm", primary_key=["id"], to_version="3",
+    sink = SyncSpec.of(changes="c", table="t", consumer="crm", primary_key=["id"], to_version="3",
                        dry_run="False", max_reject_fraction="0.25")
     assert (sink.to_version, sink.dry_run, sink.max_reject_fraction) == (3, False, 0.25)
 
 
 @pytest.mark.parametrize("data, named", [
-    ({"job": "sink", "changes": "c", "table": "t", "consumer": "c", "primary_key": ["id"], "to_version": 1,
+    ({"job": "sync", "changes": "c", "table": "t", "consumer": "c", "primary_key": ["id"], "to_version": 1,
       "mode": "merge"}, ["mode='merge'", "upsert, insert, update, mirror"]),
-    ({"job": "sink", "changes": "c", "table": "t", "consumer": "c", "primary_key": ["id"], "to_version": 1,
+    ({"job": "sync", "changes": "c", "table": "t", "consumer": "c", "primary_key": ["id"], "to_version": 1,
       "max_delete_fraction": 1.5}, ["max_delete_fraction=1.5", "between 0 and 1"]),
-    ({"job": "sink", "changes": "c", "table": "t", "consumer": "c", "primary_key": [], "to_version": 1},
+    ({"job": "sync", "changes": "c", "table": "t", "consumer": "c", "primary_key": [], "to_version": 1},
      ["primary_key=[]", "column name"]),
-    ({"job": "sink", "changes": "c", "table": "t", "consumer": "c", "primary_key": ["id"]},
+    ({"job": "sync", "changes": "c", "table": "t", "consumer": "c", "primary_key": ["id"]},
      ["to_version=None", "an integer"]),
-    ({"job": "sink", "changes": "c", "table": "t", "consumer": "c", "primary_key": ["id"], "to_version": 1,
+    ({"job": "sync", "changes": "c", "table": "t", "consumer": "c", "primary_key": ["id"], "to_version": 1,
       "counts": {"inserts": 1}}, ["counts=", "insert, update, delete", "['inserts']"]),
     ({"job": "snapshot", "name": "a/b", "primary_key": ["id"]}, ["name='a/b'", "holds '/'"]),
     ({"job": "maintenance", "table": "t", "retain_hours": -1}, ["retain_hours=-1", ">= 0"]),
@@ -119,18 +119,18 @@ def test_a_bad_value_names_the_field_the_value_and_what_is_allowed(data, named):
 def test_unknown_keys_and_jobs_are_refused():
     misspelt = r"unknown option\(s\) \['max_delete_fracton'\] \(did you mean 'max_delete_fraction'\?\)"
     with pytest.raises(ConfigError, match=misspelt):
-        parse_spec({"job": "sink", "changes": "c", "table": "t", "consumer": "c", "primary_key": ["id"],
+        parse_spec({"job": "sync", "changes": "c", "table": "t", "consumer": "c", "primary_key": ["id"],
                     "to_version": 1, "max_delete_fracton": 0.1})
-    with pytest.raises(ConfigError, match="Unknown job 'sync'"):
-        parse_spec({"job": "sync"})
+    with pytest.raises(ConfigError, match="Unknown job 'sink'"):
+        parse_spec({"job": "sink"})
     with pytest.raises(ConfigError, match="cannot run job 'diff'"):
-        SinkSpec.from_dict({"job": "diff"})
+        SyncSpec.from_dict({"job": "diff"})
 
 
 def test_operator_arguments_are_checked_unless_templated():
-    SinkSpec.check_static(mode="{{ params.mode }}", max_delete_fraction=0.9, max_reject_fraction=None)
+    SyncSpec.check_static(mode="{{ params.mode }}", max_delete_fraction=0.9, max_reject_fraction=None)
     with pytest.raises(ConfigError, match="mode='merge'"):
-        SinkSpec.check_static(mode="merge", destination={"type": "{{ params.sink }}"})
+        SyncSpec.check_static(mode="merge", destination={"type": "{{ params.sink }}"})
     SnapshotSpec.check_static(name="{{ params.name }}", primary_key="id")
     BackfillSpec.check_static(logical_dates=object())  # an upstream task's output: known at run time
     with pytest.raises(ConfigError, match="primary_key=\\[\\]"):
@@ -150,10 +150,10 @@ def test_results_keep_their_xcom_keys():
     common = dict(table="snapshots/c", consumer="crm", mode="upsert", destination={"type": "sqlite"},
                   from_version=None, to_version=1, dry_run=False, planned={"upsert": 2}, resent=0, inputs=[],
                   committed=True, stats={"sent": 2}, outputs=[])
-    sent = SinkResult(**common, delivery_s=0.5).to_dict()
+    sent = SyncResult(**common, delivery_s=0.5).to_dict()
     assert list(sent) == ["table", "consumer", "mode", "destination", "from_version", "to_version", "dry_run",
                           "planned", "resent", "inputs", "committed", "stats", "delivery_s", "outputs"]
-    planned = SinkResult(**{**common, "dry_run": True, "committed": False}, plan={"name": "plans/crm"}).to_dict()
+    planned = SyncResult(**{**common, "dry_run": True, "committed": False}, plan={"name": "plans/crm"}).to_dict()
     assert "plan" in planned and "delivery_s" not in planned and "run" not in planned
 
 

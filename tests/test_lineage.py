@@ -116,11 +116,11 @@ def test_column_lineage_follows_a_column_from_the_source_to_the_destination_fiel
     diff = job(spark, "diff", warehouse, table="snapshots/people", consumer="crm")
     assert [(c["output"], c["field"], c["inputs"][0]["uri"]) for c in diff["column_lineage"]] == [
         (diff["changes_uri"], "id", table), (diff["changes_uri"], "name", table)]
-    job(spark, "sink", warehouse, **change_set_fields(diff), run_id="sync-1", field_mapping={"name": "full_name"},
+    job(spark, "sync", warehouse, **change_set_fields(diff), run_id="sync-1", field_mapping={"name": "full_name"},
         constants={"origin": "lake"}, destination={"type": "sqlite", "database": str(tmp_path / "crm.db"),
                                                    "table": "contacts"})
 
-    row = read_lineage(spark, warehouse).where("job = 'sink'").collect()[0]
+    row = read_lineage(spark, warehouse).where("job = 'sync'").collect()[0]
     assert sorted((c["output"], c["field"], [(i["uri"], i["field"]) for i in c["inputs"]], c["transformation"])
                   for c in row["columns"]) == [
         (None, "full_name", [(diff["changes_uri"], "name")], "rename"),

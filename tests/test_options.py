@@ -12,7 +12,7 @@ import pytest
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from airflow_reverse_etl.operators.sink import SinkOperator
 from airflow_reverse_etl.operators.widen import WidenTableOperator
-from spark_jobs.contract import SinkSpec, WidenSpec
+from spark_jobs.contract import SyncSpec, WidenSpec
 from spark_jobs.contract.wide_table import parse as parse_wide_table
 from spark_jobs.errors import ConfigError
 from spark_jobs.sinks import resolve_sink
@@ -25,7 +25,7 @@ SQLITE: dict[str, Any] = {"type": "sqlite", "database": "/tmp/aretl-options.db",
 
 
 def spec_flag(value: Any) -> Any:
-    return SinkSpec.of(**CHANGE_SET, dry_run=value).dry_run
+    return SyncSpec.of(**CHANGE_SET, dry_run=value).dry_run
 
 
 def wide_flag(value: Any) -> Any:
@@ -40,13 +40,13 @@ def source_flag(value: Any) -> Any:
 def destination_flag(value: Any) -> Any:
     """Through the spec (what DAG parsing and the entry point check) and the sink built on the driver."""
     destination = {**SQLITE, "create_table": value}
-    SinkSpec.of(**CHANGE_SET, destination=destination)
+    SyncSpec.of(**CHANGE_SET, destination=destination)
     config = SinkConfig(destination=destination, key_fields=["id"], fields=["id"], mode="upsert")
     return resolve_sink("sqlite")(config).options.create_table
 
 
 def parse_time_flag(value: Any) -> Any:
-    SinkSpec.check_static(dry_run=value, destination={**SQLITE, "create_table": value})
+    SyncSpec.check_static(dry_run=value, destination={**SQLITE, "create_table": value})
     return flag_of(value)
 
 
@@ -77,11 +77,11 @@ def test_a_bad_flag_is_refused_everywhere_with_the_same_answer(where, value):
 
 
 BAD_NUMBERS: dict[str, Callable[[Any], Any]] = {
-    "job spec": lambda v: SinkSpec.of(**CHANGE_SET, max_delete_fraction=v),
-    "delivery policy": lambda v: SinkSpec.of(**CHANGE_SET, delivery={"backoff_max": v}),
-    "sink options": lambda v: SinkSpec.of(**CHANGE_SET, destination={"type": "kafka", "topic": "t",
+    "job spec": lambda v: SyncSpec.of(**CHANGE_SET, max_delete_fraction=v),
+    "delivery policy": lambda v: SyncSpec.of(**CHANGE_SET, delivery={"backoff_max": v}),
+    "sink options": lambda v: SyncSpec.of(**CHANGE_SET, destination={"type": "kafka", "topic": "t",
                                                                       "flush_timeout": v}),
-    "DAG parse time": lambda v: SinkSpec.check_static(delivery={"backoff_max": v}),
+    "DAG parse time": lambda v: SyncSpec.check_static(delivery={"backoff_max": v}),
 }
 
 
@@ -94,17 +94,17 @@ def test_a_value_that_is_no_number_is_refused_everywhere_naming_the_field(where,
 
 ONE_SOURCE_MISSPELT = {**WIDE, "sources": [{"name": "s1", "columns": ["a"], "grup": "g"}]}
 MISSPELT: dict[str, tuple[Callable[[], Any], str]] = {
-    "job spec": (lambda: SinkSpec.of(**CHANGE_SET, dry_rn=True),
+    "job spec": (lambda: SyncSpec.of(**CHANGE_SET, dry_rn=True),
                  "sink spec: unknown option(s) ['dry_rn'] (did you mean 'dry_run'?)"),
     "wide table": (lambda: parse_wide_table({**WIDE, "ignore_delet": True}),
                    "Wide table w: unknown option(s) ['ignore_delet'] (did you mean 'ignore_delete'?)"),
     "wide-table source": (lambda: parse_wide_table(ONE_SOURCE_MISSPELT),
                           "Wide table w, source 's1': unknown option(s) ['grup'] (did you mean 'group'?)"),
-    "sink options": (lambda: SinkSpec.of(**CHANGE_SET, destination={**SQLITE, "tabel": "x"}),
+    "sink options": (lambda: SyncSpec.of(**CHANGE_SET, destination={**SQLITE, "tabel": "x"}),
                      "The sqlite destination: unknown option(s) ['tabel'] (did you mean 'table'?)"),
-    "delivery policy": (lambda: SinkSpec.of(**CHANGE_SET, delivery={"max_attempt": 3}),
+    "delivery policy": (lambda: SyncSpec.of(**CHANGE_SET, delivery={"max_attempt": 3}),
                         "delivery: unknown option(s) ['max_attempt'] (did you mean 'max_attempts'?)"),
-    "DAG parse time": (lambda: SinkSpec.check_static(destination={**SQLITE, "tabel": "x"}),
+    "DAG parse time": (lambda: SyncSpec.check_static(destination={**SQLITE, "tabel": "x"}),
                        "The sqlite destination: unknown option(s) ['tabel'] (did you mean 'table'?)"),
 }
 
@@ -118,9 +118,9 @@ def test_a_misspelt_option_is_named_with_the_one_it_resembles_everywhere(where):
 
 
 def test_options_are_frozen_and_round_trip():
-    spec = SinkSpec.of(**CHANGE_SET, destination=SQLITE, delivery={"batch_size": "10", "concurrency": 2})
+    spec = SyncSpec.of(**CHANGE_SET, destination=SQLITE, delivery={"batch_size": "10", "concurrency": 2})
     assert (spec.delivery.batch_size, spec.delivery.concurrency) == (10, 2)
-    assert SinkSpec.from_dict(spec.to_dict()) == spec
+    assert SyncSpec.from_dict(spec.to_dict()) == spec
     widen = WidenSpec.of(wide={**WIDE, "ignore_delete": "true"})
     assert widen.wide.ignore_delete is True and WidenSpec.from_dict(widen.to_dict()) == widen
     with pytest.raises(AttributeError):
@@ -128,10 +128,10 @@ def test_options_are_frozen_and_round_trip():
 
 
 def test_a_templated_value_waits_for_run_time_but_a_literal_one_is_checked_at_parse_time():
-    SinkSpec.check_static(destination={**SQLITE, "create_table": "{{ params.create }}"},
+    SyncSpec.check_static(destination={**SQLITE, "create_table": "{{ params.create }}"},
                           delivery={"concurrency": "{% if x %}2{% endif %}"})
     with pytest.raises(ConfigError, match="delivery: concurrency=0 is not allowed; expected an integer >= 1"):
-        SinkSpec.check_static(delivery={"concurrency": 0})
+        SyncSpec.check_static(delivery={"concurrency": 0})
 
 
 @pytest.mark.parametrize(("build", "message"), [

@@ -4,7 +4,7 @@ the values when finding changes, right across schema evolution and renames, neve
 from pyspark.sql import functions as F
 
 from spark_jobs.delta.row_hash import ROW_HASH, positions, row_hash
-from spark_jobs.jobs.snapshot import _changed_rows
+from spark_jobs.delta.detection import changed_rows
 from spark_jobs.delta.timetravel import read_as_of
 from tests.support.jobs import job, job_error, write_parquet
 
@@ -37,7 +37,7 @@ def test_stored_hashes_follow_every_write_and_the_table_side_reads_two_columns(s
     assert stale_hashes(spark, uri) == 0
 
     extract = spark.read.parquet(src)
-    _changed_rows(spark.read.format("delta").load(uri), extract, ["id"], [], [], {}).explain()
+    changed_rows(spark.read.format("delta").load(uri), extract, ["id"], [], [], {}).explain()
     plan = capsys.readouterr().out
     table_scans = [line.split("ReadSchema: ")[1].strip() for line in plan.splitlines()
                    if "ReadSchema" in line and ROW_HASH in line]

@@ -123,7 +123,7 @@ def test_a_job_whose_server_is_killed_fails_in_bounded_time_and_its_retry_conver
         assert failed_after <= timeout_s + 15, failed_after
         assert f"Lost the Spark Connect server {server.url}" in str(failure.value)
         results = [json.loads(p.read_text()) for p in Path(pipeline.warehouse, "_system", "jobs").glob("*/result.json")]
-        lost = [r for r in results if r["job"] == "sink"]
+        lost = [r for r in results if r["job"] == "sync"]
         assert len(lost) == 1 and lost[0]["status"] == "failed", lost
         assert lost[0]["error"]["category"] == "infrastructure" and lost[0]["error"]["retryable"]
 

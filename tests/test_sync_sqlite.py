@@ -37,10 +37,10 @@ def pipeline(spark, warehouse, tmp_path):
             return {**change_set_fields(changes), "destination": destination, "run_id": "sync", **options}
 
         def sync(self, changes, **options):
-            return job(spark, "sink", warehouse, **self.sync_spec(changes, **options))
+            return job(spark, "sync", warehouse, **self.sync_spec(changes, **options))
 
         def sync_error(self, changes, **options):
-            return job_error(spark, "sink", warehouse, **self.sync_spec(changes, **options))
+            return job_error(spark, "sync", warehouse, **self.sync_spec(changes, **options))
 
         def committed(self, consumer="crm"):
             return consumers.committed_version(Warehouse(warehouse), "snapshots/customers", consumer)

@@ -8,7 +8,7 @@ from spark_jobs.contract import WidenSpec
 from spark_jobs.entry import run
 from spark_jobs.errors import ConfigError
 from spark_jobs.contract.wide_table import parse
-from spark_jobs.widen.job import run_widen
+from spark_jobs.jobs.widen import run_widen
 
 BASE = {
     "name": "w",

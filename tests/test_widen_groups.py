@@ -32,7 +32,7 @@ def run_planned_merges(lake: Lake) -> list[dict]:
 def publish(lake: Lake, version: int, database: str) -> dict[str, int]:
     """The planned publication: diff the last merge's version for consumer ``crm``, mirror it."""
     changes = lake.job("diff", table="wide/orders", consumer="crm", to_version=version)
-    lake.job("sink", changes=changes["changes"], table=changes["table"], consumer="crm", primary_key=["order_id"],
+    lake.job("sync", changes=changes["changes"], table=changes["table"], consumer="crm", primary_key=["order_id"],
              from_version=changes["from_version"], to_version=changes["to_version"], mode="mirror",
              destination={"type": "sqlite", "database": database, "table": "orders"}, run_id=f"sync-{version}")
     with sqlite3.connect(database) as conn:

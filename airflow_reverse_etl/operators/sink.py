@@ -10,7 +10,7 @@ from airflow_reverse_etl.connections import connection_address, destination_sett
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from airflow_reverse_etl.lineage import destination_asset_uri, destination_dataset
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
-from spark_jobs.contract import SinkSpec, change_set_fields, resolved_at_run_time
+from spark_jobs.contract import SyncSpec, change_set_fields, resolved_at_run_time
 
 if TYPE_CHECKING:
     from airflow.sdk import Context, XComArg
@@ -57,23 +57,23 @@ class SinkOperator(ReverseEtlJobOperator):
     after the other, oldest first.
     """
 
-    job = SinkSpec.job
+    job = SyncSpec.job
     task_defaults = DATE_ORDERED
     template_fields: Sequence[str] = (*ReverseEtlJobOperator.template_fields, "changes", "destination",
                                       "field_mapping", "constants", "plan_only")
     template_fields_renderers: ClassVar[dict[str, str]] = {"destination": "json", "field_mapping": "json"}
 
     def __init__(self, *, changes: dict[str, Any] | XComArg, destination: dict[str, Any],
-                 destination_conn_id: str | None = None, mode: str = SinkSpec.mode,
+                 destination_conn_id: str | None = None, mode: str = SyncSpec.mode,
                  field_mapping: dict[str, str] | None = None, constants: dict[str, Any] | None = None,
                  batch_size: int | None = None, concurrency: int = 1, rate_limit: float | None = None,
-                 max_delete_fraction: float = SinkSpec.max_delete_fraction,
-                 allow_mass_delete: bool = SinkSpec.allow_mass_delete,
-                 max_reject_fraction: float | None = SinkSpec.max_reject_fraction, dry_run: bool = SinkSpec.dry_run,
+                 max_delete_fraction: float = SyncSpec.max_delete_fraction,
+                 allow_mass_delete: bool = SyncSpec.allow_mass_delete,
+                 max_reject_fraction: float | None = SyncSpec.max_reject_fraction, dry_run: bool = SyncSpec.dry_run,
                  delivery: dict[str, Any] | None = None,
-                 keep_change_sets: int = SinkSpec.keep_change_sets, **kwargs: Any) -> None:
+                 keep_change_sets: int = SyncSpec.keep_change_sets, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.check_static(SinkSpec, destination=destination, mode=mode, field_mapping=field_mapping,
+        self.check_static(SyncSpec, destination=destination, mode=mode, field_mapping=field_mapping,
                           constants=constants, max_delete_fraction=max_delete_fraction,
                           allow_mass_delete=allow_mass_delete, max_reject_fraction=max_reject_fraction,
                           dry_run=dry_run, delivery=delivery, keep_change_sets=keep_change_sets)
@@ -95,7 +95,7 @@ class SinkOperator(ReverseEtlJobOperator):
         self.keep_change_sets = keep_change_sets
         self.outlets = [*self.outlets, destination_alias(destination, destination_conn_id, self.task_id)]
 
-    def build_spec(self, context: Context) -> tuple[SinkSpec, dict[str, str]]:
+    def build_spec(self, context: Context) -> tuple[SyncSpec, dict[str, str]]:
         destination = dict(self.destination)
         secrets: dict[str, str] = {}
         if self.destination_conn_id:
@@ -104,7 +104,7 @@ class SinkOperator(ReverseEtlJobOperator):
         changes = self.changes
         if not isinstance(changes, dict):  # rendered by now: an upstream .output is the diff's result
             raise ReverseEtlConfigError(f"changes must be a DiffOperator's result (diff.output), got {changes!r}")
-        return SinkSpec.of(
+        return SyncSpec.of(
             **change_set_fields(changes), destination=destination, mode=self.mode,
             field_mapping=self.field_mapping, constants=self.constants,
             max_delete_fraction=self.max_delete_fraction, allow_mass_delete=self.allow_mass_delete,

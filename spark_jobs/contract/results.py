@@ -62,7 +62,7 @@ class DiffResult(JobResult):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SinkResult(JobResult):
+class SyncResult(JobResult):
     table: str
     consumer: str
     mode: str

@@ -30,7 +30,7 @@ from spark_jobs.contract.layout import parse_logical_date, table_rel
 from spark_jobs.errors import ConfigError
 from spark_jobs.contract.wide_table import WideTable, parse as parse_wide_table
 
-#: How a sink turns a change set into destination operations (see :mod:`spark_jobs.sinks.job`).
+#: How a sink turns a change set into destination operations (see :mod:`spark_jobs.jobs.sync`).
 SINK_MODES = ("upsert", "insert", "update", "mirror")
 #: what a snapshot does with a logical date older than the newest recorded one: refuse it, or
 #: rebuild the history forward from it (spark_jobs.jobs.rebuild)
@@ -197,11 +197,11 @@ class DiffSpec(JobSpec):
 
 
 @dataclass(frozen=True, kw_only=True)
-class SinkSpec(JobSpec):
-    """Deliver a change set to ``destination``, then commit the consumer (:mod:`spark_jobs.sinks.job`)."""
+class SyncSpec(JobSpec):
+    """Deliver a change set to ``destination``, then commit the consumer (:mod:`spark_jobs.jobs.sync`)."""
 
-    job: ClassVar[str] = "sink"
-    runner: ClassVar[str] = "spark_jobs.sinks.job:run_sink"
+    job: ClassVar[str] = "sync"
+    runner: ClassVar[str] = "spark_jobs.jobs.sync:run_sync"
     changes: str = option("", relative_path)
     table: str = option("", relative_path)
     consumer: str = option("", path_name)
@@ -253,7 +253,7 @@ def _check_distinct_fields(targets: list[str], constants: dict[str, Any]) -> Non
 
 
 def change_set_fields(diff_result: dict[str, Any]) -> dict[str, Any]:
-    """The :class:`SinkSpec` fields that a diff's result (its XCom) gives: the change set, its table,
+    """The :class:`SyncSpec` fields that a diff's result (its XCom) gives: the change set, its table,
     consumer, key and versions, and the diff's counts of its rows with the change set's version they
     are true of."""
     outputs = diff_result.get("outputs") or []  # the change set, at the version the diff wrote
@@ -339,11 +339,11 @@ class RetentionSpec(JobSpec):
 
 @dataclass(frozen=True, kw_only=True)
 class WidenSpec(JobSpec):
-    """Merge some sources of a wide table (:mod:`spark_jobs.widen.job`); ``wide`` follows
+    """Merge some sources of a wide table (:mod:`spark_jobs.jobs.widen`); ``wide`` follows
     :mod:`spark_jobs.contract.wide_table`, ``versions`` pins sources to exact versions."""
 
     job: ClassVar[str] = "widen"
-    runner: ClassVar[str] = "spark_jobs.widen.job:run_widen"
+    runner: ClassVar[str] = "spark_jobs.jobs.widen:run_widen"
     wide: WideTable = option(None, wide_table)
     sources: list[str] = option(check=names, factory=list)  # default: all, full joins first
     versions: dict[str, int] = option(check=lambda v: {k: integer(n) for k, n in mapping(v).items()},
@@ -364,7 +364,7 @@ def required_list(value: Any) -> list[Any]:
 
 
 SPECS: dict[str, type[JobSpec]] = {cls.job: cls for cls in (
-    SnapshotSpec, BackfillSpec, DiffSpec, SinkSpec, RestoreSpec, SavepointSpec, HistorySpec, MaintenanceSpec,
+    SnapshotSpec, BackfillSpec, DiffSpec, SyncSpec, RestoreSpec, SavepointSpec, HistorySpec, MaintenanceSpec,
     RetentionSpec, WidenSpec)}
 
 

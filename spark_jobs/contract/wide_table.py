@@ -43,7 +43,7 @@ right rows do, and would move wide rows between partitions on a dimension's upda
 
 A source's column names are its snapshot's *current* names: when a snapshot renames a column the
 wide table maps (``renames=`` on the snapshot), the spec must name the new column; a merge whose spec
-still names the old one fails before writing, naming both (:mod:`spark_jobs.widen.job`).
+still names the old one fails before writing, naming both (:mod:`spark_jobs.jobs.widen`).
 """
 
 from __future__ import annotations

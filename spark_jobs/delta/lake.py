@@ -95,6 +95,29 @@ def committed_since(uri: str, base_version: int, run_id: str | None,
     return own
 
 
+def own_commit(uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
+    """The commit this run just made on top of version ``base``; another run's commit in its place is a
+    :class:`~spark_jobs.errors.ConcurrentWriteError`."""
+    own = committed_since(uri, base, metadata["run_id"], f"table {uri}")
+    if own is None:
+        raise RuntimeError(f"The commit of run {metadata['run_id']} is not in the last 20 versions of {uri}")
+    return own
+
+
+def own_commit_or_empty(spark: SparkSession, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
+    """The history entry of this run's commit on top of ``base``, run inside
+    :func:`on_top_of` ``base`` after the MERGE (or instead of it)."""
+    own = committed_since(uri, base, metadata["run_id"], f"table {uri}")
+    if own is not None:
+        return own
+    # Nothing changed, and the MERGE committed nothing (or was skipped). Record the logical date all
+    # the same with an empty append: every run is one version, and its Change Data Feed is empty.
+    # Unlike a metadata-only commit (ALTER TABLE), an append is an idempotent write that honours
+    # on_top_of, so it cannot tag a head another run wrote since this one compared (§7.1).
+    spark.read.format("delta").load(uri).limit(0).write.format("delta").mode("append").save(uri)
+    return own_commit(uri, metadata, base)
+
+
 def delta_path(uri: str) -> str:
     """The SQL identifier of the Delta table at ``uri`` (``delta.`uri` ``). Every Delta operation goes
     through SQL or the DataFrame API: they work both in a classic session and over Spark Connect,

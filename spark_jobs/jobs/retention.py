@@ -10,7 +10,7 @@ Three kinds of leftovers grow with every run (the layout is :mod:`spark_jobs.con
 * dry-run plans, ``plans/<consumer>/<table>``: whose last plan is older than ``plan_days``.
 
 By default every successful sync prunes its own (consumer, table) change sets right after its commit
-(``SinkSpec.keep_change_sets``); this job does all of it for the whole warehouse, e.g. from a
+(``SyncSpec.keep_change_sets``); this job does all of it for the whole warehouse, e.g. from a
 maintenance DAG. Delta tables' own old files are VACUUM's business
 (:mod:`spark_jobs.jobs.maintenance`).
 

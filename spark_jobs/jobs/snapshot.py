@@ -14,17 +14,9 @@ Renamed source columns keep their history when the spec says ``renames={"old": "
 renames the table's column through Delta column mapping (metadata-only commits of their own before
 the snapshot commit, see :mod:`spark_jobs.delta.renames`), so the snapshot commit changes no row for it.
 
-Change Data Feed fast path (design 4.1): when the source is a Delta table with Change Data Feed
-(``{"format": "delta", "path": ..., "cdf": true}``, or CDF found on the source unless ``"cdf": false``),
-every commit also records the source version it read (``source_version``). The next run then reads
-only the source's changes since that version, collapses them to one net change per key
-(:func:`spark_jobs.delta.change_sets.net_changes`) and MERGEs those, so its cost grows with the number of changes
-rather than with the table size. It is the same single commit with the same metadata as a full
-extract and yields the same table. Its key check looks at the changed rows only: the table was
-checked when it was recorded, so a key can only turn null or duplicate through a change (the changed
-keys are looked up in the table, which scans its key column only). Whenever the
-fast path cannot apply (first run, another source or key, a commit since that is not this source's
-snapshot, a changed schema, no CDF over the range) the run reads the full extract.
+Change Data Feed fast path (design 4.1): a Delta source with Change Data Feed is read from the
+version the last run recorded (``source_version``) and only its net changes are MERGEd
+(:mod:`spark_jobs.sources.change_feed`); the same single commit as a full extract, the same table.
 
 An upsert-kafka topic source (``{"format": "kafka", ...}``, :mod:`spark_jobs.sources.upsert_kafka`) works the
 same way with offsets instead of versions: every commit records the end offsets it read
@@ -40,36 +32,36 @@ from typing import TYPE_CHECKING, Any
 
 from spark_jobs import crashpoints
 from spark_jobs.jobs import rebuild
-from spark_jobs.sources import upsert_kafka
-from spark_jobs.delta.columns import CDF_COLUMNS, check_column_names
+from spark_jobs.sources import change_feed, upsert_kafka
+from spark_jobs.delta.columns import check_column_names
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
-from spark_jobs.delta.change_sets import AFTER_TYPES, BEFORE_TYPES, net_changes
-from spark_jobs.errors import ConcurrentWriteError, ConfigError, PastDateRefusedError, SchemaDriftError, explain
-from spark_jobs.delta.keys import check_key_counts, check_primary_key, require_columns
+from spark_jobs.errors import ConcurrentWriteError, ConfigError, PastDateRefusedError, explain
+from spark_jobs.delta.keys import check_primary_key, require_columns
 from spark_jobs.delta.lake import (
     TABLE_PROPERTIES,
     assignments,
     commit_metadata,
-    committed_since,
     insert_values,
     latest_version,
     merge_into,
     on_top_of,
+    own_commit,
+    own_commit_or_empty,
     require_intact,
     table_history,
 )
+from spark_jobs.delta.detection import PRIOR, VANISHED, Changes, align_schema, detect_changes
 from spark_jobs.delta.partitions import check_layout, check_new_layout, pruned
 from spark_jobs.delta.renames import apply_renames, pending_renames
 from spark_jobs.delta.row_hash import (
-    ROW_HASH, carrying_row_hash, has_row_hash, positions, read_table, row_hash, unchanged,
+    ROW_HASH, positions, read_table, row_hash,
 )
 from spark_jobs.sources.read import describe, read_source
 from spark_jobs.delta.timetravel import pin_delta_source, recorded_for, recorded_in
 
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -235,12 +227,12 @@ def _change_data_feed(run: _Run) -> SnapshotResult | None:
     """The fast path of a Delta source with Change Data Feed (the module docstring); None when it
     does not apply."""
     head = run.head
-    since = _cdf_since(run.spark, run.uri, run.source, run.spec.primary_key, head) if head is not None else None
+    since = change_feed.since(run.spark, run.uri, run.source, run.spec.primary_key, head) if head is not None else None
     if head is None or since is None:
         return None
     with on_top_of(run.spark, run.base):
-        entry = _apply_source_changes(run.spark, run.uri, run.source, run.spec.primary_key, run.spec.name, since,
-                                      int(head["metadata"]["rows"]), run.metadata, run.base, run.spec.partition_by)
+        entry = change_feed.apply(run.spark, run.uri, run.source, run.spec.primary_key, run.spec.name, since,
+                                  int(head["metadata"]["rows"]), run.metadata, run.base, run.spec.partition_by)
     return run.result(entry, "change_data_feed")
 
 
@@ -253,7 +245,7 @@ def _kafka_read_on(run: _Run) -> SnapshotResult | None:
         return None
     with on_top_of(run.spark, run.base):
         entry = upsert_kafka.apply(run.spark, run.uri, read_on, key, int(head["metadata"]["rows"]), run.metadata,
-                                   run.base, _record_if_unchanged)
+                                   run.base)
     return run.result(entry, "kafka_offsets", source_ref=read_on.reference())
 
 
@@ -268,7 +260,7 @@ def _full_extract(run: _Run) -> SnapshotResult:
         entry = _merge_extract(run, df)
     else:
         _write_first(spark, run.uri, df, spec.primary_key, spec.name, run.metadata, spec.partition_by)
-        entry = _own_commit(run.uri, run.metadata, run.base)
+        entry = own_commit(run.uri, run.metadata, run.base)
     replayed = rebuild.finish(spark, spec, run.uri, entry, _merge) if run.rebuilding is not None else None
     return run.result(entry, "full_extract", replayed=replayed,
                       source_ref=run.topic.reference() if run.topic is not None else None)
@@ -281,8 +273,8 @@ def _merge_extract(run: _Run, df: DataFrame) -> dict[str, Any]:
     require_columns(df.columns, key, f"Snapshot {name}: primary key column(s)")
     table_schema = read_table(spark, run.uri).schema
     renames = pending_renames(spec.renames, table_schema.names, df.columns, f"Snapshot {name}")
-    df, added = _align_schema(table_schema, df, name, spec.allow_schema_evolution, renames)
-    changes, run.metadata["rows"] = _detect_changes(spark, run.uri, df, key, added, spec.partition_by, renames,
+    df, added = align_schema(table_schema, df, name, spec.allow_schema_evolution, renames)
+    changes, run.metadata["rows"] = detect_changes(spark, run.uri, df, key, added, spec.partition_by, renames,
                                                     f"Snapshot {name}")
     if renames:  # metadata-only commits of their own, before the snapshot's
         base = apply_renames(spark, run.uri, renames, spec.run_id, base)
@@ -319,7 +311,7 @@ def _merge(spark: SparkSession, uri: str, df: DataFrame, key: list[str], added: 
     columns new to the table (schema evolution): a row changes if it has a value there. With
     ``partition_by`` (the table's partition columns) the MERGE matches only in the partitions where
     the changed rows' current versions live (:mod:`spark_jobs.delta.partitions`). ``changes``: the rows
-    :func:`_detect_changes` found, when the caller has already looked (None: look now).
+    :func:`~spark_jobs.delta.detection.detect_changes` found, when the caller has already looked (None: look now).
 
     Only the changed rows reach the MERGE. A MERGE of the whole extract with a not-matched-by-source
     clause would join every source row with every table row, value by value, and then again to
@@ -331,17 +323,17 @@ def _merge(spark: SparkSession, uri: str, df: DataFrame, key: list[str], added: 
 
     values = [c for c in df.columns if c not in key]
     if changes is None:
-        changes, _ = _detect_changes(spark, uri, df, key, added, partition_by or [], {}, f"Snapshot table {uri}")
+        changes, _ = detect_changes(spark, uri, df, key, added, partition_by or [], {}, f"Snapshot table {uri}")
     # A run that changed no row skips planning and running a MERGE that would commit nothing. New
     # columns still go through it (they are added to the table even when every row is null there).
     if not added and changes.count == 0:
-        return _record_if_unchanged(spark, uri, metadata, base)
+        return own_commit_or_empty(spark, uri, metadata, base)
     rows = changes.rows
     on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
     if partition_by:
         current = rows.where(F.col(PRIOR).isNotNull()).select(f"{PRIOR}.*")
         on = pruned(on, current, partition_by)
-    # the rows carry their hash when the table stores hashes (_detect_changes dropped it otherwise)
+    # the rows carry their hash when the table stores hashes (detect_changes dropped it otherwise)
     sets = {f"`{c}`": f"s.`{c}`" for c in [*values, *([ROW_HASH] if ROW_HASH in rows.columns else [])]}
     clauses = [f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE"]
     if values:
@@ -355,232 +347,7 @@ def _merge(spark: SparkSession, uri: str, df: DataFrame, key: list[str], added: 
     finally:
         if added:
             spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
-    return _record_if_unchanged(spark, uri, metadata, base)
-
-
-VANISHED = "_aretl_vanished"  # set on a change row whose key is in the table but not in the extract
-PRIOR = "_aretl_prior_partition"  # the partition values of the key's row in the table (null: not there)
-EXTRACT_ROWS = "_aretl_extract_rows"  # how many extract rows carry the row's key (null: vanished key)
-NEW_KEY = "_aretl_new_key"  # the extract row's key is not in the table
-
-
-@dataclass(frozen=True)
-class Changes:
-    """The change rows a run MERGEs (a local checkpoint: computed once) and how many there are. When
-    the table stores row hashes, the rows carry theirs in ``ROW_HASH`` for the MERGE to store."""
-
-    rows: Any
-    count: int
-
-
-def _detect_changes(spark: SparkSession, uri: str, df: DataFrame, key: list[str], added: list[str],
-                    partition_by: list[str], renames: dict[str, str], where: str) -> tuple[Changes, int]:
-    """The key check and the change detection in one pass over the extract: fail on a null or
-    duplicate key, else return the change rows (:func:`_changed_rows`) and the extract's row count.
-
-    Each extract row carries the number of extract rows with its key, counted on the partitioning
-    the join with the table needs anyway (no second shuffle). Rows whose key is not unique are kept
-    with the changes, so the check reads only the checkpointed change rows. The row count is the
-    table's (a count Delta answers from its log) plus new keys minus vanished ones. ``renames``
-    (old -> new) not yet applied to the table: its columns are read under their new names. The
-    change rows are a local checkpoint: the MERGE reads them as they are, without copying them first
-    (merge_into's ``checkpointed``) and without re-reading the source."""
-    from pyspark.sql import functions as F
-
-    table = spark.read.format("delta").load(uri)
-    changes = _changed_rows(table, df, key, added, partition_by, renames).localCheckpoint(eager=True)
-    sign = F.when(F.col(VANISHED), -1).when(F.col(NEW_KEY), 1).otherwise(0)
-    per_key = changes.groupBy(*key).agg(F.coalesce(F.max(EXTRACT_ROWS), F.lit(0)).alias("count"),
-                                        F.sum(sign).alias("delta"))
-    totals = check_key_counts(per_key, key, where, delta=F.sum("delta"), changed=F.count(F.lit(1)))
-    rows = table.count() + int(totals["delta"] or 0)
-    kept = changes.drop(NEW_KEY, EXTRACT_ROWS, *([] if has_row_hash(table.columns) else [ROW_HASH]))
-    return Changes(kept, int(totals["changed"] or 0)), rows
-
-
-def _changed_rows(table: DataFrame, df: DataFrame, key: list[str], added: list[str], partition_by: list[str],
-                  renames: dict[str, str]) -> DataFrame:
-    """The extract's rows that differ from the ``table`` (new keys and changed rows), its rows whose key
-    is not unique (``EXTRACT_ROWS`` > 1), plus one row per vanished key (``VANISHED`` true), from a
-    full outer join on the key of the extract with the table's keys and row hashes. Each extract row
-    carries its hash in ``ROW_HASH`` (:mod:`spark_jobs.delta.row_hash`). The table's side reads its stored
-    hashes, so it reads two columns whatever its width; a table written before hashes were stored
-    has its values hashed here. Columns new to the table are null in its rows, so a row changes if it
-    has a value there. For a partitioned table each row also carries ``PRIOR``, the partition its
-    key's row is in now."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    def col(name: str) -> Column:
-        return F.col(f"`{name}`")
-
-    keys = [col(c) for c in key]
-    values = [c for c in df.columns if c not in key]
-    if renames:
-        table = table.withColumnsRenamed(renames)
-    at = positions(table.columns, added)
-    stored = col(ROW_HASH) if has_row_hash(table.columns) else row_hash([c for c in values if c not in added], at)
-    prior = [F.struct(*[col(c) for c in partition_by]).alias(PRIOR)] if partition_by else []
-    table = table.select(*keys, stored.alias("_table_hash"), F.lit(True).alias("_in_table"), *prior)
-    # counted per key on the extract's hash partitioning by the key, which the join reuses
-    extract = df.select(*keys, *[col(c) for c in values], row_hash(values, at).alias(ROW_HASH),
-                        F.count(F.lit(1)).over(Window.partitionBy(*keys)).alias(EXTRACT_ROWS))
-    joined = extract.join(table, key, "full_outer")
-    return (joined.where(F.col(EXTRACT_ROWS).isNull() | F.col("_in_table").isNull() | (F.col(EXTRACT_ROWS) > 1)
-                         | (F.col("_table_hash") != F.col(ROW_HASH)))
-            .select(*keys, *[col(c) for c in values], F.col(ROW_HASH), F.col(EXTRACT_ROWS).isNull().alias(VANISHED),
-                    (F.col(EXTRACT_ROWS).isNotNull() & F.col("_in_table").isNull()).alias(NEW_KEY),
-                    F.col(EXTRACT_ROWS), *[F.col(PRIOR)] if partition_by else []))
-
-
-def _record_if_unchanged(spark: SparkSession, uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
-    """The history entry of this run's commit on top of ``base``, run inside
-    :func:`~spark_jobs.delta.lake.on_top_of` ``base`` after the MERGE (or instead of it)."""
-    own = committed_since(uri, base, metadata["run_id"], f"snapshot table {uri}")
-    if own is not None:
-        return own
-    # Nothing changed, and the MERGE committed nothing (or was skipped). Record the logical date all
-    # the same with an empty append: every run is one version, and its Change Data Feed is empty.
-    # Unlike a metadata-only commit (ALTER TABLE), an append is an idempotent write that honours
-    # on_top_of, so it cannot tag a head another run wrote since this one compared (§7.1).
-    spark.read.format("delta").load(uri).limit(0).write.format("delta").mode("append").save(uri)
-    return _own_commit(uri, metadata, base)
-
-
-def _cdf_since(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str],
-               newest: dict[str, Any]) -> int | None:
-    """The source version the table's ``newest`` commit recorded, if the fast path applies; else None."""
-    wanted = source.get("cdf")
-    if source.get("format") != "delta" or wanted is False or source.get("version") is None:
-        return None
-    path, version = source["path"], int(source["version"])
-    (detail,) = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
-    if str((detail["properties"] or {}).get("delta.enableChangeDataFeed", "")).lower() != "true":
-        if wanted:
-            raise ConfigError(f"Source {path!r} has no Change Data Feed (cdf: true); enable "
-                              "delta.enableChangeDataFeed on it or drop 'cdf' to read full extracts")
-        return None
-    last = newest["metadata"]
-    since = last.get("source_version")
-    if (last.get("job") != "snapshot" or last.get("source") != describe(source)
-            or list(last.get("primary_key") or []) != key or last.get("rows") is None
-            or not isinstance(since, int) or since > version):
-        return None
-    table = read_table(spark, uri).schema
-    read = read_table(spark, path, version).schema  # a source may itself be a snapshot table
-    if sorted((f.name, f.dataType.simpleString()) for f in table.fields) != sorted(
-            (f.name, f.dataType.simpleString()) for f in read.fields):
-        return None  # the full path applies the schema drift rules
-    return since
-
-
-def _apply_source_changes(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str], name: str, since: int,
-                          previous_rows: int, metadata: dict[str, Any], base: int,
-                          partition_by: list[str]) -> dict[str, Any]:
-    """The fast path: MERGE the source's net changes over (since, version] as one commit; returns its
-    history entry. ``previous_rows``: the row count the table's newest commit recorded; ``base``: the
-    version the commit must land on (the caller runs this :func:`~spark_jobs.delta.lake.on_top_of` it).
-    With ``partition_by`` the MERGE matches only in the partitions of the changed rows' before-images,
-    which are where their current rows are."""
-    from pyspark import StorageLevel
-    from pyspark.errors import AnalysisException
-    from pyspark.sql import functions as F
-
-    version = int(source["version"])
-    if version == since:
-        metadata["rows"] = previous_rows
-        with commit_metadata(spark, metadata):
-            return _record_if_unchanged(spark, uri, metadata, base)
-    try:
-        cdf = read_table(spark, source["path"], readChangeFeed="true", startingVersion=since + 1,
-                         endingVersion=version)
-    except AnalysisException as exc:
-        raise ConfigError(f"Snapshot {name}: cannot read the Change Data Feed of {source['path']!r} from "
-                          f"version {since + 1} to {version} ({exc}). Pass \"cdf\": false in the source to "
-                          "read a full extract instead.") from None
-    cdf = cdf.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        metadata["rows"] = previous_rows + _check_changed_keys(spark, uri, cdf, key, f"Snapshot {name}")
-        values = [c for c in cdf.columns if c not in key and c not in CDF_COLUMNS]
-        net = net_changes(cdf, key, values, values)
-        changes = net.where("_change_type <> 'update_preimage'")
-        changes, written = carrying_row_hash(spark, uri, changes, values)
-        # computed once: the key list and both passes of the MERGE read these rows (merge_into's checkpointed)
-        changes = changes.localCheckpoint(eager=True)
-        on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
-        if partition_by:
-            on = pruned(on, net.where(F.col("_change_type").isin(*BEFORE_TYPES)), partition_by)
-        clauses = ["WHEN MATCHED AND s._change_type = 'delete' THEN DELETE"]
-        if values:
-            clauses.append(f"WHEN MATCHED AND s._change_type <> 'delete' AND NOT ({unchanged(written)}) "
-                           "THEN UPDATE SET " + assignments({f"`{c}`": f"s.`{c}`" for c in written}))
-        clauses.append("WHEN NOT MATCHED AND s._change_type <> 'delete' THEN INSERT "
-                       + insert_values({f"`{c}`": f"s.`{c}`" for c in key + written}))
-        with commit_metadata(spark, metadata):
-            merge_into(spark, uri, changes, on, *clauses, checkpointed=True, key=key)
-            entry = _record_if_unchanged(spark, uri, metadata, base)
-    finally:
-        cdf.unpersist()
-    log.info("Snapshot %s: applied the Change Data Feed of source versions %s..%s", name, since + 1, version)
-    return entry
-
-
-def _check_changed_keys(spark: SparkSession, uri: str, cdf: DataFrame, key: list[str], where: str) -> int:
-    """Fail if a change leaves a null or duplicate key; return the change in the row count.
-
-    The table holds each key at most once (it was checked when recorded), so per changed key the
-    count after the range is 1 if the table has it, else 0, plus inserted minus removed images.
-    One aggregation over the changes, joined to the table's keys; a handful of rows come back.
-    """
-    from pyspark.sql import functions as F
-
-    sign = F.when(F.col("_change_type").isin(*AFTER_TYPES), 1).otherwise(-1)
-    per_key = cdf.groupBy(*key).agg(F.sum(sign).alias("delta"))
-    table_keys = spark.read.format("delta").load(uri).select(*key).withColumn("_in_table", F.lit(1))
-    per_key = (table_keys.join(F.broadcast(per_key), key, "right")
-               .withColumn("count", F.coalesce("_in_table", F.lit(0)) + F.col("delta")))
-    totals = check_key_counts(per_key, key, where, what="changed row(s)", delta=F.sum("delta"))
-    return int(totals["delta"] or 0)
-
-
-def _align_schema(table_schema: StructType, df: DataFrame, name: str, allow_evolution: bool,
-                  renames: dict[str, str]) -> tuple[DataFrame, list[str]]:
-    """Refuse schema drift unless allowed; when allowed, new columns are added and dropped columns
-    become null (a snapshot records what the source has now). A changed type is always refused.
-    The table's columns (``table_schema``) are compared under the names ``renames`` is about to give them."""
-    from pyspark.sql import functions as F
-
-    target = {renames.get(f.name, f.name): f.dataType for f in table_schema.fields}
-    source = {f.name: f.dataType for f in df.schema.fields}
-    added = [c for c in source if c not in target]
-    removed = [c for c in target if c not in source]
-    changed = [f"{c} ({target[c].simpleString()} -> {source[c].simpleString()})"
-               for c in source if c in target and source[c] != target[c]]
-    if changed or ((added or removed) and not allow_evolution):
-        parts = []
-        if added:
-            parts.append(f"new column(s) {added}")
-        if removed:
-            parts.append(f"missing column(s) {removed}")
-        if changed:
-            parts.append(f"changed type(s) {changed}")
-        hint = (" Changed types need a new snapshot table." if changed
-                else " Pass allow_schema_evolution=True to add new columns and null out missing ones, or "
-                     "renames={old: new} for a renamed column.")
-        raise SchemaDriftError(f"Snapshot {name}: the source schema drifted from the table: "
-                               f"{'; '.join(parts)}.{hint} Nothing was written.")
-    for col in removed:
-        df = df.withColumn(col, F.lit(None).cast(target[col]))
-    return df, added
-
-
-def _own_commit(uri: str, metadata: dict[str, Any], base: int) -> dict[str, Any]:
-    """The commit this run just made on top of version ``base``; another run's commit in its place is a
-    :class:`~spark_jobs.errors.ConcurrentWriteError`."""
-    own = committed_since(uri, base, metadata["run_id"], f"snapshot table {uri}")
-    if own is None:
-        raise RuntimeError(f"The commit of run {metadata['run_id']} is not in the last 20 versions of {uri}")
-    return own
+    return own_commit_or_empty(spark, uri, metadata, base)
 
 
 def _result(wh: Warehouse, rel: str, entry: dict[str, Any], source: dict[str, Any], reused: bool,

@@ -36,13 +36,13 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.contract import KafkaSource
 from spark_jobs.env_secrets import read_secrets
 from spark_jobs.errors import ConfigError, DataQualityError, RetryableError
 from spark_jobs.kafka_clients import brokers, client_config, spark_kafka_options
-from spark_jobs.delta.lake import assignments, commit_metadata, insert_values, merge_into
+from spark_jobs.delta.lake import assignments, commit_metadata, insert_values, merge_into, own_commit_or_empty
 from spark_jobs.delta.row_hash import carrying_row_hash, read_table, unchanged
 from spark_jobs.delta.rows import one_row
 
@@ -61,10 +61,6 @@ _METADATA_TIMEOUT_S = 30.0
 #: point of an upsert topic — leaves gaps (SPARK-17147/23685). Offsets lost to retention are caught
 #: before the read instead (:func:`read_on` compares the recorded offsets with the earliest held).
 _READ_DEFAULTS = {"failOnDataLoss": "false"}
-
-#: spark_jobs.jobs.snapshot._record_if_unchanged(spark, uri, metadata, base)
-Record: TypeAlias = "Callable[[SparkSession, str, dict[str, Any], int], dict[str, Any]]"
-
 
 def describe(source: dict[str, Any]) -> str:
     """``kafka://<brokers>/<topic>``: the name a commit records for the source (secret-free)."""
@@ -308,17 +304,17 @@ def table(spark: SparkSession, read: TopicRead, key: list[str]) -> DataFrame:
 
 
 def apply(spark: SparkSession, uri: str, read: TopicRead, key: list[str], previous_rows: int, metadata: dict[str, Any],
-          base: int, record: Record) -> dict[str, Any]:
+          base: int) -> dict[str, Any]:
     """Read on from the recorded offsets and MERGE the new per-key states onto the table as one
-    commit (``record``: the snapshot's own bookkeeping of that commit on top of ``base``); return
-    its history entry. ``previous_rows``: the row count the table's newest commit recorded."""
+    commit on top of ``base``; return its history entry. ``previous_rows``: the row count the table's
+    newest commit recorded."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     if not read.messages:
         metadata["rows"] = previous_rows
         with commit_metadata(spark, metadata):
-            return record(spark, uri, metadata, base)
+            return own_commit_or_empty(spark, uri, metadata, base)
     schema = row_schema(spark, read.source, key)
     per_key = states(spark, read, key).persist(StorageLevel.MEMORY_AND_DISK)
     try:
@@ -342,7 +338,7 @@ def apply(spark: SparkSession, uri: str, read: TopicRead, key: list[str], previo
                        + insert_values({f"`{c}`": f"s.`{c}`" for c in key + written}))
         with commit_metadata(spark, metadata):
             merge_into(spark, uri, changes, on, *clauses, key=key)
-            entry = record(spark, uri, metadata, base)
+            entry = own_commit_or_empty(spark, uri, metadata, base)
     finally:
         per_key.unpersist()
     log.info("Kafka topic %s: read %d new message(s) for %d key(s) from offsets %s to %s",

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from spark_jobs.state import system_tables
-from spark_jobs.contract import SinkSpec, Warehouse
+from spark_jobs.contract import SyncSpec, Warehouse
 
 TABLE = "runs"
 DDL = (
@@ -29,7 +29,7 @@ DDL = (
 PLANNED = re.findall(r"planned_(\w+)", DDL)  # the destination operations counted before delivery
 
 
-def record(wh: Warehouse, spec: SinkSpec, *, sink: str, destination: str, status: str,
+def record(wh: Warehouse, spec: SyncSpec, *, sink: str, destination: str, status: str,
            started_at: datetime, planned: dict[str, int] | None = None, stats: dict[str, Any] | None = None,
            resent: int = 0, committed: bool = False, error: str | None = None) -> dict[str, Any]:
     """Append the run's row and return it (the sync result carries the same figures)."""

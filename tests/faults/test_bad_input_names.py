@@ -72,7 +72,7 @@ def test_quotes_spaces_and_inner_dots_stay_names():
     {"job": "snapshot", "name": "..", "source": SOURCE, "primary_key": ["id"]},
     {"job": "diff", "table": "snapshots/customers", "consumer": "../../escaped"},
     {"job": "diff", "table": "snapshots/../..", "consumer": "crm"},
-    {"job": "sink", "changes": "changes/crm/../../../x", "table": "snapshots/customers", "consumer": "crm",
+    {"job": "sync", "changes": "changes/crm/../../../x", "table": "snapshots/customers", "consumer": "crm",
      "primary_key": ["id"], "to_version": 1},
     {"job": "history", "table": "snapshots/customers", "name": "../x"},
     {"job": "maintenance", "table": "../outside"},

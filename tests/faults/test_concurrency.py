@@ -42,7 +42,7 @@ def test_three_syncs_of_one_consumer(spark, warehouse, tmp_path):
     racers = [p.step(rows) for rows in versions]  # three DAG runs' diffs, all from version 0, to 1, 2 and 3
 
     def sync(session, i):
-        return run(session, {"job": "sink", "warehouse": warehouse,
+        return run(session, {"job": "sync", "warehouse": warehouse,
                              **p.spec(racers[i], destination, mode="mirror", run_id=f"racer-{i}")})
 
     results = race(spark, 3, sync)
@@ -171,7 +171,7 @@ SALES = "k INT, amount INT"
 
 @pytest.mark.fault("concurrency", "two widen runs of one wide table with a sum (one held before its fold)")
 def test_two_widen_runs_of_one_wide_table(spark, warehouse, monkeypatch):
-    from spark_jobs.widen import job as widen_job
+    from spark_jobs.jobs import widen as widen_job
 
     lake = Lake(spark, warehouse)
     lake.record("sales", [(1, 10), (2, 20)], SALES, "k")

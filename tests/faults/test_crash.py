@@ -72,7 +72,7 @@ def test_sync_killed_after_delivery(spark, warehouse, tmp_path):
     p = Pipeline(spark, warehouse, tmp_path)
     p.sync(p.step(V0), destination(tmp_path), mode="mirror")
     changes = p.step(V1)
-    spec = {"job": "sink", "warehouse": warehouse, **p.spec(changes, destination(tmp_path), mode="mirror")}
+    spec = {"job": "sync", "warehouse": warehouse, **p.spec(changes, destination(tmp_path), mode="mirror")}
     killed_at("sink.delivered", spec, tmp_path)
     assert sqlite_rows(tmp_path) == sorted(V1) and p.committed() == 0  # delivered, not committed
     assert not (Path(warehouse) / "_system" / "tmp").exists()  # no scratch left to clean up (§7.7)
@@ -100,7 +100,7 @@ def test_a_sync_re_run_at_once_after_a_kill_mid_delivery(spark, warehouse, tmp_p
     p = Pipeline(spark, warehouse, tmp_path)
     changes = p.step(rows)
     base = http_destination.base_url
-    spec = {"job": "sink", "warehouse": warehouse,
+    spec = {"job": "sync", "warehouse": warehouse,
             **p.spec(changes, {"type": "http", "url": f"{base}/killed"}, delivery={"batch_size": 1})}
     connect_url = request.getfixturevalue("spark_connect_server").url if mode == "spark_connect" else None
     dead_at = killed_when(spec, tmp_path, lambda: http_destination.request_count >= 5, connect_url)
@@ -118,7 +118,7 @@ def test_sync_killed_after_the_reject_ledger(spark, warehouse, tmp_path, spark_c
     p = Pipeline(spark, warehouse, tmp_path)
     p.sync(p.step(V0), destination(tmp_path), mode="mirror")
     changes = p.step(V1)  # row 4 is refused by the destination
-    spec = {"job": "sink", "warehouse": warehouse, **p.spec(changes, destination(tmp_path), mode="mirror")}
+    spec = {"job": "sync", "warehouse": warehouse, **p.spec(changes, destination(tmp_path), mode="mirror")}
     killed_at("sink.ledger_settled", spec, tmp_path, spark_connect_server.url)
     [entry] = p.ledger()
     assert entry["key"] == '{"id":4}' and p.committed() == 0

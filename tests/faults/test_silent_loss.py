@@ -85,7 +85,7 @@ def test_lost_sync_race_with_underscored_columns(spark, warehouse, tmp_path, mon
     results: dict[str, dict] = {}
 
     def sync(name, changes):
-        spec = {"job": "sink", "warehouse": warehouse, **p.spec(changes, destination, mode="mirror", run_id=name)}
+        spec = {"job": "sync", "warehouse": warehouse, **p.spec(changes, destination, mode="mirror", run_id=name)}
         results[name] = run(spark.newSession(), spec)
 
     threads = [threading.Thread(target=sync, name=name, args=(name, changes))

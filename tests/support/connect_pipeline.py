@@ -59,7 +59,7 @@ class ConnectPipeline:
         return self.ok({"job": "diff", "table": "snapshots/customers", "consumer": "crm"})
 
     def sync_spec(self, changes: dict[str, Any]) -> dict[str, Any]:
-        return {"job": "sink", **change_set_fields(changes), "destination": self.destination,
+        return {"job": "sync", **change_set_fields(changes), "destination": self.destination,
                 "run_id": f"sync-{self.rounds}"}
 
     def round(self, ids: range) -> list[dict[str, Any]]:

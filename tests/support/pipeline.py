@@ -43,10 +43,10 @@ class Pipeline:
         return {**change_set_fields(changes), "destination": destination, "run_id": f"sync-{self.steps}", **options}
 
     def sync(self, changes: dict[str, Any], destination: dict[str, Any], **options: Any) -> dict[str, Any]:
-        return job(self.spark, "sink", self.warehouse, **self.spec(changes, destination, **options))
+        return job(self.spark, "sync", self.warehouse, **self.spec(changes, destination, **options))
 
     def sync_error(self, changes: dict[str, Any], destination: dict[str, Any], **options: Any) -> dict[str, Any]:
-        return job_error(self.spark, "sink", self.warehouse, **self.spec(changes, destination, **options))
+        return job_error(self.spark, "sync", self.warehouse, **self.spec(changes, destination, **options))
 
     def committed(self) -> int | None:
         from spark_jobs.state.consumers import committed_version
@@ -76,7 +76,7 @@ def sync_killed_midway(pipeline: Pipeline, changes: dict[str, Any], destination:
 
     spark = pipeline.spark
     outcome: dict[str, Any] = {}
-    spec = {"job": "sink", "warehouse": pipeline.warehouse, **pipeline.spec(changes, destination, **options)}
+    spec = {"job": "sync", "warehouse": pipeline.warehouse, **pipeline.spec(changes, destination, **options)}
     thread = threading.Thread(target=lambda: outcome.update(run(spark, spec)), daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout

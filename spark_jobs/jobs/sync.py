@@ -1,4 +1,4 @@
-"""Sink job: deliver a change set to a destination through a sink, then advance the consumer's commit.
+"""The sync job: deliver a change set to a destination through a sink, then advance the consumer's commit.
 
 The change set (written by the diff job) is turned into destination operations according to the mode:
 
@@ -51,7 +51,7 @@ from spark_jobs.state.pruning import prune_change_sets
 from spark_jobs.delta.columns import SYNC_COLUMNS, data_columns
 from spark_jobs.delta.change_sets import COUNTED
 from spark_jobs.errors import AlreadyCommittedError, ConfigError, DestinationError, JobError, StaleCommitError
-from spark_jobs.contract import SinkResult, SinkSpec, Warehouse, table_ref
+from spark_jobs.contract import SyncResult, SyncSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets
 from spark_jobs.delta.lake import commit_metadata, latest_version, require_intact, table_history
 from spark_jobs.sinks import resolve_sink
@@ -88,8 +88,8 @@ def operations(changes: DataFrame, mode: str, key: list[str]) -> DataFrame:
             .withColumn("_key", rejects.key_json(key)))
 
 
-def apply_mapping(ops: DataFrame, spec: SinkSpec) -> tuple[DataFrame, list[str], list[str]]:
-    """Rename change-set columns to destination fields (:meth:`SinkSpec.destination_fields`) and add
+def apply_mapping(ops: DataFrame, spec: SyncSpec) -> tuple[DataFrame, list[str], list[str]]:
+    """Rename change-set columns to destination fields (:meth:`SyncSpec.destination_fields`) and add
     the constants. Returns (frame, key fields, all fields)."""
     from pyspark.sql import functions as F
 
@@ -110,7 +110,7 @@ def destination_label(destination: dict[str, Any]) -> str:
     return f"{destination.get('type')}:{target}"
 
 
-def _delivery_policy(spec: SinkSpec, sink_cls: type[Sink], running_at_once: Callable[[], int]) -> DeliveryPolicy:
+def _delivery_policy(spec: SyncSpec, sink_cls: type[Sink], running_at_once: Callable[[], int]) -> DeliveryPolicy:
     """The spec's ``delivery`` (checked with the spec) resolved against the sink: its batch size
     when none is given, at most its concurrency, and a sync-wide ``rate_limit`` split over the
     partitions that run at once (``running_at_once``, asked only then: it runs Spark jobs)."""
@@ -135,7 +135,7 @@ def _partitions_running_at_once(spark: SparkSession, frame: DataFrame) -> int:
     return min(partitions(frame), partitions(spark.range(0, 1 << 16)))
 
 
-def _with_resends(spark: SparkSession, wh: Warehouse, spec: SinkSpec, ops: DataFrame, key: list[str],
+def _with_resends(spark: SparkSession, wh: Warehouse, spec: SyncSpec, ops: DataFrame, key: list[str],
                   mode: str) -> tuple[DataFrame, DataFrame | None, DataFrame | None]:
     """The change set plus the ledger's rows to send again: (operations, ledger, resends), the last
     two None when the consumer's ledger is empty."""
@@ -154,7 +154,7 @@ def _counted(frame: DataFrame) -> dict[str, int]:
     return {r["_op"]: r["count"] for r in frame.groupBy("_op").count().collect()}
 
 
-def _planned(frame: DataFrame, spec: SinkSpec, changes_version: int) -> dict[str, int]:
+def _planned(frame: DataFrame, spec: SyncSpec, changes_version: int) -> dict[str, int]:
     """Records per destination operation of the change set. The diff counted its rows while writing
     them (its result's ``counts``); when the spec carries those counts for this change set at its
     current version they are the plan, mapped through the mode, and the rows are not read once more
@@ -224,7 +224,7 @@ def _deliver_in_executors(frame: DataFrame, sink_cls: type[Sink], config: SinkCo
     return stats, refused
 
 
-def run_sink(spark: SparkSession, spec: SinkSpec) -> SinkResult:
+def run_sync(spark: SparkSession, spec: SyncSpec) -> SyncResult:
     """Deliver the change set and commit (the module docstring); every run, a failed one too, is
     recorded in the run history with as much as it got to know. A sync of the version its consumer
     has already committed, by another run, has nothing left to deliver: it succeeds as already
@@ -237,24 +237,24 @@ def run_sink(spark: SparkSession, spec: SinkSpec) -> SinkResult:
         return _already_delivered(run, exc)
 
 
-def _sync(run: _SyncRun) -> SinkResult:
+def _sync(run: _SyncRun) -> SyncResult:
     changes_version = _changes_version(run.spec)
     try:
         prepared = _prepare(run, changes_version)
         return _write_plan(run, prepared) if run.spec.dry_run else _deliver_and_commit(run, prepared)
     except AlreadyCommittedError:
-        raise  # not a failure: run_sink reports it as delivered
+        raise  # not a failure: run_sync reports it as delivered
     except Exception as exc:
         run.record("failed", f"{type(exc).__name__}: {exc}"[:4000])
         raise
 
 
-def _already_delivered(run: _SyncRun, exc: AlreadyCommittedError) -> SinkResult:
+def _already_delivered(run: _SyncRun, exc: AlreadyCommittedError) -> SyncResult:
     """The result of a sync whose version another run delivered and committed: green, nothing sent,
     nothing committed, and a run history row that says so."""
     spec = run.spec
     row = run.record("already_delivered", str(exc))
-    return SinkResult(
+    return SyncResult(
         table=spec.table, consumer=spec.consumer, mode=spec.mode,
         destination={k: v for k, v in spec.destination.items() if k != "secrets_env"},
         from_version=spec.from_version, to_version=spec.to_version, dry_run=False, planned={}, resent=0,
@@ -262,7 +262,7 @@ def _already_delivered(run: _SyncRun, exc: AlreadyCommittedError) -> SinkResult:
         run={k: row[k] for k in ("status", "started_at", "finished_at", "duration_s", "outcomes")})
 
 
-def _changes_version(spec: SinkSpec) -> int:
+def _changes_version(spec: SyncSpec) -> int:
     """The change set's current version (the one read of its log); a change set that is not there
     was pruned after this very sync committed (a stale re-run) or was never written, and one whose
     commit file is damaged is refused before anything is sent."""
@@ -286,7 +286,7 @@ class _SyncRun:
     the delivery's stats, then the commit), so a failure records how far the sync got."""
 
     spark: SparkSession
-    spec: SinkSpec
+    spec: SyncSpec
     sink_cls: type[Sink]
     label: str
     started_at: datetime
@@ -316,7 +316,7 @@ class _Prepared:
     config: SinkConfig
     sink: Sink  # built on the driver: its options parsed, its capabilities checked against the mode
     schema: dict[str, str]  # destination field -> Spark SQL type
-    result: Callable[..., SinkResult]  # the SinkResult with what every outcome shares
+    result: Callable[..., SyncResult]  # the SyncResult with what every outcome shares
 
 
 def _prepare(run: _SyncRun, changes_version: int) -> _Prepared:
@@ -334,7 +334,7 @@ def _prepare(run: _SyncRun, changes_version: int) -> _Prepared:
     run.planned = _planned(frame, spec, changes_version) if resend is None else _counted(frame)
     run.resent = 0 if resend is None else resend.count()
     result = partial(
-        SinkResult, table=spec.table, consumer=spec.consumer, mode=spec.mode,
+        SyncResult, table=spec.table, consumer=spec.consumer, mode=spec.mode,
         destination={k: v for k, v in destination.items() if k != "secrets_env"},
         from_version=spec.from_version, to_version=spec.to_version, dry_run=spec.dry_run, planned=run.planned,
         resent=run.resent, inputs=[table_ref(wh, spec.changes, changes_version), table_ref(wh, spec.table,
@@ -342,7 +342,7 @@ def _prepare(run: _SyncRun, changes_version: int) -> _Prepared:
     return _Prepared(ops, ledger, frame, key_fields, config, sink, schema, result)
 
 
-def _write_plan(run: _SyncRun, prepared: _Prepared) -> SinkResult:
+def _write_plan(run: _SyncRun, prepared: _Prepared) -> SyncResult:
     """A dry run: the would-be operations go to ``plans/<consumer>/<table>``; nothing is sent."""
     spark, spec, wh = run.spark, run.spec, run.spec.lake
     plan_rel = f"plans/{spec.consumer}/{spec.table}"
@@ -354,7 +354,7 @@ def _write_plan(run: _SyncRun, prepared: _Prepared) -> SinkResult:
     return prepared.result(committed=False, plan=plan_ref, stats=Stats().__dict__, outputs=[plan_ref])
 
 
-def _deliver_and_commit(run: _SyncRun, prepared: _Prepared) -> SinkResult:
+def _deliver_and_commit(run: _SyncRun, prepared: _Prepared) -> SyncResult:
     """Check the consumer's position, deliver, settle the reject ledger, commit, prune."""
     spark, spec = run.spark, run.spec
     expected = None  # the consumer's commit this sync moves on from (compare-and-set)
@@ -413,7 +413,7 @@ def _commit(run: _SyncRun, expected: Position, prepared: _Prepared, sink: Sink, 
     prune_change_sets(spec.lake, spec.table, spec.consumer, spec.to_version, spec.keep_change_sets)
 
 
-def _finish(run: _SyncRun, result: SinkResult) -> SinkResult:
+def _finish(run: _SyncRun, result: SyncResult) -> SyncResult:
     """Record the run and return its result; more rejects than ``max_reject_fraction`` allows (or
     every record of the change set) fail the task after that, what was delivered staying committed."""
     fraction, total, rejected = run.spec.max_reject_fraction, sum(result.planned.values()), result.stats["rejected"]
@@ -448,7 +448,7 @@ def _no_refusals(spark: SparkSession) -> DataFrame:
     return spark.createDataFrame([], "key STRING, op STRING, change STRING, error STRING, attempts INT")
 
 
-def _restore_committed_rows(spark: SparkSession, wh: Warehouse, spec: SinkSpec, ops: DataFrame, sink: Sink,
+def _restore_committed_rows(spark: SparkSession, wh: Warehouse, spec: SyncSpec, ops: DataFrame, sink: Sink,
                             config: SinkConfig,
                             policy: DeliveryPolicy) -> str:
     """This sync delivered, then lost its commit to a sync of the same consumer that ran at the same
@@ -485,7 +485,7 @@ def _as_sent(frame: DataFrame, key_fields: list[str]) -> DataFrame:
     ])
 
 
-def _guard_mass_delete(spark: SparkSession, wh: Warehouse, sink: Sink, deletes: int, spec: SinkSpec) -> None:
+def _guard_mass_delete(spark: SparkSession, wh: Warehouse, sink: Sink, deletes: int, spec: SyncSpec) -> None:
     """Mirror mode must not wipe a destination because a source came back empty.
 
     The deletes are weighed against what the destination held before this change set: the larger of

@@ -1,0 +1,132 @@
+"""A Delta source's Change Data Feed as a snapshot's source: the snapshot job's fast path (design 4.1).
+
+When the source is a Delta table with Change Data Feed (``{"format": "delta", "path": ..., "cdf":
+true}``, or CDF found on the source unless ``"cdf": false``), every snapshot commit records the
+source version it read (``source_version``). The next run then reads only the source's changes since
+that version (:func:`since` says whether it may), collapses them to one net change per key
+(:func:`spark_jobs.delta.change_sets.net_changes`) and MERGEs those (:func:`apply`), so its cost
+grows with the number of changes rather than with the table size. It is the same single commit with
+the same metadata as a full extract and yields the same table. Its key check looks at the changed
+rows only: the table was checked when it was recorded, so a key can only turn null or duplicate
+through a change (the changed keys are looked up in the table, which scans its key column only).
+Whenever the fast path cannot apply (first run, another source or key, a commit since that is not
+this source's snapshot, a changed schema, no CDF over the range) :func:`since` says None and the
+snapshot job reads the full extract.
+
+An upsert-kafka topic (:mod:`.upsert_kafka`) is the same idea with offsets instead of versions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from spark_jobs.delta.change_sets import AFTER_TYPES, BEFORE_TYPES, net_changes
+from spark_jobs.delta.columns import CDF_COLUMNS
+from spark_jobs.delta.keys import check_key_counts
+from spark_jobs.delta.lake import assignments, commit_metadata, insert_values, merge_into, own_commit_or_empty
+from spark_jobs.delta.partitions import pruned
+from spark_jobs.delta.row_hash import carrying_row_hash, read_table, unchanged
+from spark_jobs.errors import ConfigError
+from spark_jobs.sources.read import describe
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def since(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str],
+               newest: dict[str, Any]) -> int | None:
+    """The source version the table's ``newest`` commit recorded, if the fast path applies; else None."""
+    wanted = source.get("cdf")
+    if source.get("format") != "delta" or wanted is False or source.get("version") is None:
+        return None
+    path, version = source["path"], int(source["version"])
+    (detail,) = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
+    if str((detail["properties"] or {}).get("delta.enableChangeDataFeed", "")).lower() != "true":
+        if wanted:
+            raise ConfigError(f"Source {path!r} has no Change Data Feed (cdf: true); enable "
+                              "delta.enableChangeDataFeed on it or drop 'cdf' to read full extracts")
+        return None
+    last = newest["metadata"]
+    since = last.get("source_version")
+    if (last.get("job") != "snapshot" or last.get("source") != describe(source)
+            or list(last.get("primary_key") or []) != key or last.get("rows") is None
+            or not isinstance(since, int) or since > version):
+        return None
+    table = read_table(spark, uri).schema
+    read = read_table(spark, path, version).schema  # a source may itself be a snapshot table
+    if sorted((f.name, f.dataType.simpleString()) for f in table.fields) != sorted(
+            (f.name, f.dataType.simpleString()) for f in read.fields):
+        return None  # the full path applies the schema drift rules
+    return since
+
+
+def apply(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str], name: str, since: int,
+                          previous_rows: int, metadata: dict[str, Any], base: int,
+                          partition_by: list[str]) -> dict[str, Any]:
+    """The fast path: MERGE the source's net changes over (since, version] as one commit; returns its
+    history entry. ``previous_rows``: the row count the table's newest commit recorded; ``base``: the
+    version the commit must land on (the caller runs this :func:`~spark_jobs.delta.lake.on_top_of` it).
+    With ``partition_by`` the MERGE matches only in the partitions of the changed rows' before-images,
+    which are where their current rows are."""
+    from pyspark import StorageLevel
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    version = int(source["version"])
+    if version == since:
+        metadata["rows"] = previous_rows
+        with commit_metadata(spark, metadata):
+            return own_commit_or_empty(spark, uri, metadata, base)
+    try:
+        cdf = read_table(spark, source["path"], readChangeFeed="true", startingVersion=since + 1,
+                         endingVersion=version)
+    except AnalysisException as exc:
+        raise ConfigError(f"Snapshot {name}: cannot read the Change Data Feed of {source['path']!r} from "
+                          f"version {since + 1} to {version} ({exc}). Pass \"cdf\": false in the source to "
+                          "read a full extract instead.") from None
+    cdf = cdf.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        metadata["rows"] = previous_rows + _check_changed_keys(spark, uri, cdf, key, f"Snapshot {name}")
+        values = [c for c in cdf.columns if c not in key and c not in CDF_COLUMNS]
+        net = net_changes(cdf, key, values, values)
+        changes = net.where("_change_type <> 'update_preimage'")
+        changes, written = carrying_row_hash(spark, uri, changes, values)
+        # computed once: the key list and both passes of the MERGE read these rows (merge_into's checkpointed)
+        changes = changes.localCheckpoint(eager=True)
+        on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
+        if partition_by:
+            on = pruned(on, net.where(F.col("_change_type").isin(*BEFORE_TYPES)), partition_by)
+        clauses = ["WHEN MATCHED AND s._change_type = 'delete' THEN DELETE"]
+        if values:
+            clauses.append(f"WHEN MATCHED AND s._change_type <> 'delete' AND NOT ({unchanged(written)}) "
+                           "THEN UPDATE SET " + assignments({f"`{c}`": f"s.`{c}`" for c in written}))
+        clauses.append("WHEN NOT MATCHED AND s._change_type <> 'delete' THEN INSERT "
+                       + insert_values({f"`{c}`": f"s.`{c}`" for c in key + written}))
+        with commit_metadata(spark, metadata):
+            merge_into(spark, uri, changes, on, *clauses, checkpointed=True, key=key)
+            entry = own_commit_or_empty(spark, uri, metadata, base)
+    finally:
+        cdf.unpersist()
+    log.info("Snapshot %s: applied the Change Data Feed of source versions %s..%s", name, since + 1, version)
+    return entry
+
+
+def _check_changed_keys(spark: SparkSession, uri: str, cdf: DataFrame, key: list[str], where: str) -> int:
+    """Fail if a change leaves a null or duplicate key; return the change in the row count.
+
+    The table holds each key at most once (it was checked when recorded), so per changed key the
+    count after the range is 1 if the table has it, else 0, plus inserted minus removed images.
+    One aggregation over the changes, joined to the table's keys; a handful of rows come back.
+    """
+    from pyspark.sql import functions as F
+
+    sign = F.when(F.col("_change_type").isin(*AFTER_TYPES), 1).otherwise(-1)
+    per_key = cdf.groupBy(*key).agg(F.sum(sign).alias("delta"))
+    table_keys = spark.read.format("delta").load(uri).select(*key).withColumn("_in_table", F.lit(1))
+    per_key = (table_keys.join(F.broadcast(per_key), key, "right")
+               .withColumn("count", F.coalesce("_in_table", F.lit(0)) + F.col("delta")))
+    totals = check_key_counts(per_key, key, where, what="changed row(s)", delta=F.sum("delta"))
+    return int(totals["delta"] or 0)
