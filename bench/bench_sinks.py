@@ -12,7 +12,7 @@ built once with the snapshot and diff jobs; then each destination is timed on it
   raw ``COPY`` of the same rows (the same CSV the sink writes, made before the clock starts, streamed
   by one psycopg2 connection into a table of the same shape and primary key) —
   goal: the sink at >= 50% of raw COPY's rows/s;
-* http: the sync job against the loopback HTTP server of the tests (``tests/support/http_server.py``,
+* http: the sync job against the loopback HTTP server of the tests (``tests_common/http_server.py``,
   which parses every batch and applies it record by record), concurrency 4, batches of 1,000 —
   goal >= 20k records/s;
 * kafka: the sync job into a 3-partition topic of the real test broker (``scripts/services/kafka.sh``)
@@ -93,7 +93,7 @@ def bench_postgres(spark, warehouse: str, changes: dict, rows: int, source: str)
     import pyarrow.parquet as pq
 
     from spark_jobs.sinks.postgres import copy_csv
-    from tests.support.services import start_postgres
+    from tests_common.services import start_postgres
 
     info, _ = start_postgres()
     os.environ[PG_PASSWORD_ENV] = info.password
@@ -130,7 +130,7 @@ def bench_postgres(spark, warehouse: str, changes: dict, rows: int, source: str)
 
 
 def bench_http(spark, warehouse: str, changes: dict, rows: int, source: str) -> dict:
-    from tests.support.http_server import HttpDestination
+    from tests_common.http_server import HttpDestination
 
     with HttpDestination(history=False, keep_rows=False) as server:
         job_s, result = sync(spark, warehouse, changes, {"type": "http", "url": server.url},
@@ -146,7 +146,7 @@ def bench_http(spark, warehouse: str, changes: dict, rows: int, source: str) -> 
 def bench_kafka(spark, warehouse: str, changes: dict, rows: int, source: str) -> dict:
     from confluent_kafka import Consumer, TopicPartition
 
-    from tests.support.services import start_kafka
+    from tests_common.services import start_kafka
 
     info, _ = start_kafka()
     topic = f"bench-{uuid.uuid4().hex[:8]}"
@@ -177,7 +177,7 @@ def sinks(spark, con, work: Path, rows: int, only: tuple[str, ...] = tuple(BENCH
     warehouse under ``work``. Postgres and Kafka are started (or found running) with the project's
     service scripts; a destination whose service fails to start is skipped with the reason."""
     from bench import data
-    from tests.support.services import ServiceError
+    from tests_common.services import ServiceError
 
     work = Path(work)
     source = work / "v1.parquet"

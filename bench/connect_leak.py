@@ -2,7 +2,7 @@
 sync rounds, the sync delivering to a real HTTP destination from the server's Python workers), each
 run as an Airflow task runs it (:class:`SparkConnectRunner`: a new session per job), against one
 server started by ``scripts/services/spark_connect.sh`` as the tests start theirs
-(``tests.support.spark_connect.own_server``: ``local[2]``, 1 GB driver, small shuffles).
+(``tests_common.spark_connect.own_server``: ``local[2]``, 1 GB driver, small shuffles).
 
 After every round the server's Python worker processes (children of its JVM), its JVM's RSS and
 threads, and the RSS of the JVM and its Python workers together are sampled:
@@ -35,9 +35,9 @@ WARM_JOBS = 30
 
 
 def measure(jobs: int, work: Path) -> dict:
-    from tests.support.connect_pipeline import ConnectPipeline, http_destination_spec
-    from tests.support.http_server import HttpDestination
-    from tests.support.spark_connect import own_server
+    from tests_common.connect_pipeline import ConnectPipeline, http_destination_spec
+    from tests_common.http_server import HttpDestination
+    from tests_common.spark_connect import own_server
 
     samples = []
     started = time.monotonic()

@@ -3,7 +3,7 @@ one Spark Connect server, each backfilled over 3 dates at once, as a data team w
 
 The pipelines are ``bench/fleet_dags.py`` (own snapshot table, consumer and SQLite destination, 2k rows,
 data from ``bench/fleet_data.py``). The script starts the server and the instance
-(:func:`tests.support.standalone.running_standalone`), unpauses every DAG, starts all the backfills at
+(:func:`tests_common.standalone.running_standalone`), unpauses every DAG, starts all the backfills at
 once and waits for every run. The instance's metadata database is the project's Postgres (a database
 of its own, ``airflow_fleet``, made anew): on SQLite, even with a 60 s busy timeout, six
 ``airflow backfill create`` calls at once against a busy scheduler failed with "database is locked"
@@ -77,7 +77,7 @@ def _correct(fleet_dir: Path, dag_ids: list[str]) -> bool:
 def _metadata_database(stack: ExitStack) -> str:
     """A new, empty Postgres database for the instance's metadata (SQLAlchemy URL); the project's
     server is started if it is not running, and stopped afterwards in that case."""
-    from tests.support.services import fresh_database, run_service_script, start_postgres
+    from tests_common.services import fresh_database, run_service_script, start_postgres
 
     pg, already = start_postgres()
     if not already:
@@ -86,8 +86,8 @@ def _metadata_database(stack: ExitStack) -> str:
 
 
 def measure(work: Path, n: int) -> dict[str, Any]:
-    from tests.support.spark_connect import own_server
-    from tests.support.standalone import running_standalone
+    from tests_common.spark_connect import own_server
+    from tests_common.standalone import running_standalone
 
     shutil.rmtree(work, ignore_errors=True)
     dags, fleet_dir, home = work / "dags", work / "fleet", work / "airflow"

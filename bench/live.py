@@ -2,9 +2,9 @@
 commits (``dags/live_orders.py``: an ``AssetWatcher`` with ``DeltaCommitTrigger`` -> Snapshot (Change
 Data Feed fast path) -> Diff -> Sink(SQLite, mirror)).
 
-A real ``airflow standalone`` (scheduler, triggerer, LocalExecutor; :func:`tests.support.standalone.running_standalone`
+A real ``airflow standalone`` (scheduler, triggerer, LocalExecutor; :func:`tests_common.standalone.running_standalone`
 with the settings below) runs the DAG; every job is a client of a Spark Connect server of its own
-(:func:`tests.support.spark_connect.own_server`). Once the first run has carried the initial table, a
+(:func:`tests_common.spark_connect.own_server`). Once the first run has carried the initial table, a
 writer (delta-rs, in this process) commits ``CHANGED`` updated rows to the CDF-enabled source every
 ``EVERY`` seconds for ``DURATION`` seconds; commit *n* sets ``batch = n`` on its own range of keys, so
 an observer polling the SQLite table sees the moment all of its rows arrived. Figures:
@@ -243,8 +243,8 @@ def write_commits(source: str, duration: float, every: float) -> tuple[dict[int,
 
 
 def measure(work: Path, duration: float, every: float) -> dict[str, Any]:
-    from tests.support.spark_connect import own_server
-    from tests.support.standalone import running_standalone
+    from tests_common.spark_connect import own_server
+    from tests_common.standalone import running_standalone
 
     work.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:

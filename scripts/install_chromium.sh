@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Headless Chromium for the browser tests (tests/support/browser.py) and the UI screenshot
+# Headless Chromium for the browser tests (tests_common/browser.py) and the UI screenshot
 # (scripts/ui_screenshot.py): Debian's `chromium` package, installed only when it is missing.
 # Playwright-style browser downloads are not used: the distribution's package is what CI can install.
 set -euo pipefail

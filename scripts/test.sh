@@ -11,7 +11,7 @@
 # pytest runs on two xdist workers (ARETL_TEST_WORKERS overrides; never more than the cores): the
 # tests spend much of their time waiting on JVM start-ups, servers and schedulers, so two workers
 # overlap that waiting, and each gets its own in-process Spark session and Airflow home. Tests that
-# share a server or a module fixture stay together (--dist loadgroup; tests/support/parallel.py).
+# share a server or a module fixture stay together (--dist loadgroup; tests_common/parallel.py).
 # --durations=25 puts where the time goes into every CI log.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)

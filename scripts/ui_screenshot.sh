@@ -8,5 +8,5 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 export SPARK_LOCAL_IP=127.0.0.1
 test=test_the_view_in_airflow_shows_syncs_counts_and_rejects
-.venv/bin/python -m pytest "tests/test_ui_plugin.py::$test" -q -p no:cacheprovider "$@"
+.venv/bin/python -m pytest "tests/airflow_reverse_etl/ui/test_plugin.py::$test" -q -p no:cacheprovider "$@"
 echo "ui-screenshot: $repo/.cache/test-output/$test/reverse-etl-view.png"

@@ -1,6 +1,6 @@
 """Test session set-up: the environment every test and every Spark worker sees, and the fixture
-plugins. Fixtures live in the :mod:`tests.support` package and are registered here, never imported
-into test modules; :mod:`tests.support.markers` marks each test from the fixtures it uses."""
+plugins. Fixtures live in the :mod:`tests_common` package and are registered here, never imported
+into test modules; :mod:`tests_common.markers` marks each test from the fixtures it uses."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import sys
 import tempfile
 
-from tests.support.paths import JARS_DIR, REPO
+from tests_common.paths import JARS_DIR, REPO
 
 # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after pytest has
 # closed the streams its handlers write to: a "--- Logging error ---" traceback after every green run.
@@ -28,23 +28,23 @@ os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
 os.environ.setdefault("AIRFLOW__REVERSE_ETL__JARS_DIR", str(JARS_DIR))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests talk to loopback only
-# Python workers must import test-only sinks (tests.support.fault_sinks) by reference, like the driver.
+# Python workers must import test-only sinks (tests_common.fault_sinks) by reference, like the driver.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 pytest_plugins = [
-    "tests.support.markers",
-    "tests.support.parallel",
-    "tests.support.spark_session",
-    "tests.support.airflow_db",
-    "tests.support.services",
-    "tests.support.postgres_table",
-    "tests.support.http_server",
-    "tests.support.spark_submit",
-    "tests.support.spark_cluster",
-    "tests.support.object_store",
-    "tests.support.spark_connect",
-    "tests.support.standalone",
-    "tests.support.fault_matrix",
-    "tests.support.browser",
+    "tests_common.markers",
+    "tests_common.parallel",
+    "tests_common.spark_session",
+    "tests_common.airflow_db",
+    "tests_common.services",
+    "tests_common.postgres_table",
+    "tests_common.http_server",
+    "tests_common.spark_submit",
+    "tests_common.spark_cluster",
+    "tests_common.object_store",
+    "tests_common.spark_connect",
+    "tests_common.standalone",
+    "tests_common.fault_matrix",
+    "tests_common.browser",
 ]

@@ -42,7 +42,7 @@ SO = TypeVar("SO", bound="SinkOptions")
 
 @dataclass(frozen=True, kw_only=True)
 class DeliveryPolicy(Options):
-    """How a sync delivers: batches, retries, concurrency, rate (the ``delivery`` of a sink spec).
+    """How a sync delivers: batches, retries, concurrency, rate (the ``delivery`` of a sync spec).
     ``batch_size`` None means the sink's own; the sync resolves it and splits a ``rate_limit`` over
     the partitions that run at once before handing the policy to the executors."""
 

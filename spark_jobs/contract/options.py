@@ -8,7 +8,7 @@ saying what is allowed; a field declared without a check is checked by its type 
 (:func:`check_for`), so a sink's options read as plain typed fields. Every refusal is a
 :class:`ConfigError` in one form, naming where, the field and the value::
 
-    sink spec: mode='merge' is not allowed; expected one of upsert, insert, update, mirror
+    sync spec: mode='merge' is not allowed; expected one of upsert, insert, update, mirror
     The sqlite destination: unknown option(s) ['tabel'] (did you mean 'table'?); the options are [...]
     Wide table w, source 's1' needs the option 'columns' (a list of column names, or ...)
 
@@ -322,7 +322,7 @@ class Options:
         self.validate()
 
     def where(self) -> str:
-        """What the messages call these options (``sink spec``, ``Wide table w``)."""
+        """What the messages call these options (``sync spec``, ``Wide table w``)."""
         return self.static_where()
 
     def validate(self) -> None:

@@ -1,7 +1,7 @@
 """The fault matrix of issue 15: what was tried against the product and held.
 
 Every test marked ``@pytest.mark.fault(kind, case)`` (here and in a few neighbouring modules) is one
-cell; a run prints the summary at its end (tests/support/fault_matrix.py), and a cell holds when its
+cell; a run prints the summary at its end (tests_common/fault_matrix.py), and a cell holds when its
 test passed, i.e. checked against the source itself that nothing was lost, nothing duplicated (or,
 for bad input, that nothing was written and the error names the problem). As of this branch:
 
@@ -58,5 +58,5 @@ destination fault  6      HTTP down for a whole run then back; a 5xx storm and 4
 
 Crash kills: two take a local Spark driver down with its JVM (the spark-submit crash: a sync at a
 point and one mid-delivery); the others kill a Spark Connect client at the same driver-side point
-(tests/support/crash.py), which leaves the same lake state without a JVM start per kill.
+(tests_common/crash.py), which leaves the same lake state without a JVM start per kill.
 """

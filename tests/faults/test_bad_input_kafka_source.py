@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from spark_jobs.delta.lake import is_delta_table, latest_version
-from tests.support.jobs import job, job_error, rows_of
-from tests.support.kafka_topic import UpsertTopic, row
+from tests_common.jobs import job, job_error, rows_of
+from tests_common.kafka_topic import UpsertTopic, row
 
 
 def snapshot_error(spark, warehouse, source, day=1):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from spark_jobs.delta.lake import is_delta_table, latest_version
-from tests.support.jobs import job, job_error, rows_of, write_parquet
+from tests_common.jobs import job, job_error, rows_of, write_parquet
 
 SCHEMA = "id INT, name STRING, city STRING"
 RECORDED = [(1, "ann", "oslo"), (2, "bob", "lima")]
@@ -161,7 +161,7 @@ def test_a_date_older_than_the_newest_is_refused(spark, recorded, tmp_path, date
 
 @pytest.mark.fault("bad input", "one logical date spelt several ways (backfill, time travel, sensor lookup)")
 def test_every_date_lookup_compares_instants(spark, warehouse, tmp_path):
-    """Issue 15 §5 beyond the snapshot's own re-run check (tests/test_snapshot.py): a backfill re-run
+    """Issue 15 §5 beyond the snapshot's own re-run check (tests/spark_jobs/jobs/test_snapshot.py): a backfill re-run
     with the dates spelt otherwise records nothing new, and time travel and the sensor's look-up find
     the recorded versions by instant."""
     from airflow_reverse_etl.delta_log import find_version

@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 
-from tests.support.jobs import job
-from tests.support.pipeline import Pipeline
-from tests.support.services import read_topic
+from tests_common.jobs import job
+from tests_common.pipeline import Pipeline
+from tests_common.services import read_topic
 
 SCHEMA = "id INT, name STRING, note STRING"
 LONG = "ü" * 1_000_000  # 2 MB of UTF-8 in one value: beyond Kafka's default 1 MB message

@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 
-from tests.support.pipeline import Pipeline
+from tests_common.pipeline import Pipeline
 
 ROWS = [(1, "ann", "oslo"), (2, "bob", "lima"), (3, "cid", "rome")]
 

@@ -16,7 +16,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.support.pipeline import Pipeline
+from tests_common.pipeline import Pipeline
 
 SCHEMA = "id INT, first_name STRING, `select` STRING, d DOUBLE, amount DECIMAL(38,18)"
 #: Delta refuses spaces in column names, so a destination gets one through the mapping
@@ -51,7 +51,7 @@ def changes(spark, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("values")
     pipeline = Pipeline(spark, str(tmp / "warehouse"), tmp, name="awkward", schema=SCHEMA)
     source_rows(spark, pipeline)
-    from tests.support.jobs import job
+    from tests_common.jobs import job
 
     job(spark, "snapshot", pipeline.warehouse, name="awkward", primary_key=["id"],
         source={"format": "parquet", "path": pipeline.source}, logical_date="2026-01-01", run_id="r1")

@@ -11,7 +11,7 @@ import pytest
 
 from spark_jobs.errors import ConfigError
 from spark_jobs.contract.wide_table import parse
-from tests.support.wide_lake import Lake
+from tests_common.wide_lake import Lake
 
 ORDERS = {"name": "orders", "primary_key": ["order_id"]}
 INFO = {"name": "order_info", "columns": ["customer_id", "status"]}

@@ -14,10 +14,10 @@ import threading
 import pytest
 
 from spark_jobs.entry import run
-from tests.support.jobs import rows_of, write_parquet
-from tests.support.pipeline import Pipeline
-from tests.support.race import race
-from tests.support.wide_lake import Lake
+from tests_common.jobs import rows_of, write_parquet
+from tests_common.pipeline import Pipeline
+from tests_common.race import race
+from tests_common.wide_lake import Lake
 
 V0 = [(1, "ann", "oslo"), (2, "bob", "rome"), (3, "cid", "kyiv")]
 V1 = [(1, "ann", "bergen"), (3, "cid", "kyiv")]  # 1 updated, 2 deleted

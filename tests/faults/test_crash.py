@@ -4,7 +4,7 @@ record twice, no change lost, a wide table's ``sum`` not double-counted, the rev
 A mirror sync killed midway must be retryable (§7.3).
 
 Two kills take a local Spark driver down with its JVM (the spark-submit crash: a sync at a point and
-a sync mid-delivery); the others kill a Spark Connect client of the test server (tests/support/crash.py
+a sync mid-delivery); the others kill a Spark Connect client of the test server (tests_common/crash.py
 says why that leaves the same lake state), which costs seconds instead of a JVM start each."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.crash import killed_at, killed_when
-from tests.support.jobs import job, rows_of, write_parquet
-from tests.support.pipeline import Pipeline
-from tests.support.wide_lake import Lake
+from tests_common.crash import killed_at, killed_when
+from tests_common.jobs import job, rows_of, write_parquet
+from tests_common.pipeline import Pipeline
+from tests_common.wide_lake import Lake
 
 V0 = [(1, "ann", "oslo"), (2, "bob", "rome"), (3, "cid", "kyiv")]
 V1 = [(1, "ann", "bergen"), (3, "cid", "kyiv"), (4, "dan", "bad")]  # 1 updated, 2 deleted, 4 inserted
@@ -199,7 +199,7 @@ def test_a_mirror_sync_failed_midway_is_retryable(spark, warehouse, tmp_path):
     p = Pipeline(spark, warehouse, tmp_path)
     p.sync(p.step(rows), destination(tmp_path), mode="mirror")
     changes = p.step(kept)
-    failing = {"type": "tests.support.fault_sinks:FailingSqliteSink", "database": str(tmp_path / "crm.db"),
+    failing = {"type": "tests_common.fault_sinks:FailingSqliteSink", "database": str(tmp_path / "crm.db"),
                "table": "customers", "fail_after": 2}
     p.sync_error(changes, failing, mode="mirror", max_delete_fraction=0.45, delivery={"batch_size": 1})
     assert len(sqlite_rows(tmp_path)) == 8  # two deletes applied: 4 of the 8 left would be 50%

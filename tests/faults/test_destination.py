@@ -14,9 +14,9 @@ from collections import Counter
 import psycopg2
 import pytest
 
-from tests.support.http_server import HttpDestination
-from tests.support.pipeline import Pipeline
-from tests.support.tcp_proxy import TcpProxy
+from tests_common.http_server import HttpDestination
+from tests_common.pipeline import Pipeline
+from tests_common.tcp_proxy import TcpProxy
 
 ROWS = [(i, f"name-{i}", f"city-{i % 7}") for i in range(40)]
 FAST_RETRIES = {"batch_size": 10, "max_attempts": 4, "backoff_initial": 0.1, "backoff_max": 2.0}

@@ -15,7 +15,7 @@ import pytest
 from spark_jobs.state.consumers import committed_version
 from spark_jobs.contract import Warehouse
 from spark_jobs.entry import run
-from tests.support.pipeline import Pipeline
+from tests_common.pipeline import Pipeline
 
 ROWS = [(i, f"name-{i}", f"city-{i % 7}") for i in range(20)]
 

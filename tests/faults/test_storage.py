@@ -18,8 +18,8 @@ from airflow_reverse_etl.delta_log import find_version
 from airflow_reverse_etl.exceptions import ReverseEtlDataError, ReverseEtlInfrastructureError
 from airflow_reverse_etl.sensors.snapshot import SnapshotSensor
 from airflow_reverse_etl.triggers.delta_version import DeltaVersionTrigger
-from tests.support.jobs import job, write_parquet
-from tests.support.object_store import BUCKET
+from tests_common.jobs import job, write_parquet
+from tests_common.object_store import BUCKET
 
 D = "2026-05-0{}T00:00:00+00:00"
 
@@ -179,7 +179,7 @@ def assert_damaged_log_error(error: dict, damaged: Path, damage: str) -> None:
 def test_a_damaged_change_set_is_not_synced(spark, warehouse, tmp_path, damage):
     import sqlite3
 
-    from tests.support.pipeline import Pipeline
+    from tests_common.pipeline import Pipeline
 
     crm = {"type": "sqlite", "database": str(tmp_path / "crm.db"), "table": "customers"}
     p = Pipeline(spark, warehouse, tmp_path)
@@ -197,7 +197,7 @@ def test_a_damaged_change_set_is_not_synced(spark, warehouse, tmp_path, damage):
 @pytest.mark.fault("storage fault", "a commit of a wide table's source emptied: the fold stops with a data error "
                                     "naming the table, the wide table as it was")
 def test_a_damaged_source_commit_stops_the_fold(spark, warehouse):
-    from tests.support.wide_lake import Lake
+    from tests_common.wide_lake import Lake
 
     wide = {"name": "totals", "primary_key": ["k"], "aggregations": {"amount": "sum"},
             "sources": [{"name": "sales", "columns": ["amount"]}]}

@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from tests.support.pipeline import Pipeline
+from tests_common.pipeline import Pipeline
 
 WIDTH = 2000  # SQLite's default limit of columns per table, key included
 

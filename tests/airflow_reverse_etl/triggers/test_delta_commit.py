@@ -1,0 +1,188 @@
+"""DeltaCommitTrigger against real Delta tables written with delta-rs, iterated the way the triggerer
+iterates it (``async for`` over ``run()``, events collected while it keeps polling).
+
+The consuming snapshot's commits carry the ``userMetadata`` the snapshot job writes
+(``{"job": "snapshot", "source_version": N}``); the standalone test (tests/system/test_live_standalone.py)
+runs the real jobs. Here: fire only for commits not recorded, once per outstanding claim, not again
+after a restart (a new trigger instance with no memory), again after ``refire_after`` when the run
+never recorded; an object-store source; a path that cannot be a table ends the trigger naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from airflow_reverse_etl.delta_tables import LogFollower
+from airflow_reverse_etl.exceptions import (
+    ReverseEtlConfigError,
+    ReverseEtlDataError,
+    ReverseEtlInfrastructureError,
+)
+from airflow_reverse_etl.live import live_source
+from airflow_reverse_etl.triggers.delta_commit import DeltaCommitTrigger, recorded_source_version
+from tests_common.object_store import BUCKET
+
+POLL = 0.05
+
+
+def commit_source(uri: str, rows: int = 3, storage_options: dict[str, str] | None = None) -> None:
+    from deltalake import write_deltalake
+
+    write_deltalake(uri, pa.table({"id": list(range(rows)), "v": ["x"] * rows}), mode="append",
+                    configuration={"delta.enableChangeDataFeed": "true"}, storage_options=storage_options)
+
+
+def record(snapshot_uri: str, source_version: int | None, job: str = "snapshot") -> None:
+    """A commit of the consuming snapshot, with the metadata the snapshot job gives it."""
+    from deltalake import CommitProperties, write_deltalake
+
+    metadata: dict[str, Any] = {"job": job, "logical_date": "2026-05-01T00:00:00+00:00"}
+    if source_version is not None:
+        metadata["source_version"] = source_version
+    write_deltalake(snapshot_uri, pa.table({"id": [1]}), mode="append",
+                    commit_properties=CommitProperties(custom_metadata={"userMetadata": json.dumps(metadata)}))
+
+
+def events_within(trigger: DeltaCommitTrigger, seconds: float, first: int | None = None) -> list[dict[str, Any]]:
+    """The events ``run()`` yields in ``seconds`` of polling (it never ends by itself), or its
+    ``first`` events as soon as they are there."""
+    seen: list[dict[str, Any]] = []
+
+    async def watch() -> None:
+        async for event in trigger.run():
+            seen.append(event.payload)
+            if len(seen) == first:
+                return
+
+    async def bounded() -> None:
+        try:
+            await asyncio.wait_for(watch(), seconds)
+        except TimeoutError:
+            pass
+
+    asyncio.run(bounded())
+    return seen
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> dict[str, str]:
+    warehouse = str(tmp_path / "warehouse")
+    return {"source": str(tmp_path / "source"), "warehouse": warehouse,
+            "snapshot": f"{warehouse}/snapshots/orders"}
+
+
+def trigger_for(lake: dict[str, str], refire_after: float = 900.0) -> DeltaCommitTrigger:
+    return DeltaCommitTrigger(source=lake["source"], snapshot="orders", warehouse=lake["warehouse"],
+                              poll_interval=POLL, refire_after=refire_after)
+
+
+def test_fires_once_per_uncarried_head_and_not_again_after_a_restart(lake):
+    assert events_within(trigger_for(lake), 0.3) == []  # no source table yet: nothing to carry
+    commit_source(lake["source"])
+    events = events_within(trigger_for(lake), 0.4)
+    assert events == [{"source": lake["source"], "snapshot": "snapshots/orders", "source_version": 0,
+                       "recorded_version": None}]  # many polls, one event: the claim is outstanding
+    commit_source(lake["source"])
+    # a restarted triggerer (a new instance, no memory) while the run is in flight: no second event
+    assert events_within(trigger_for(lake), 0.3) == []
+    record(lake["snapshot"], 1)  # the run read up to the head, version 1: both commits carried
+    assert events_within(trigger_for(lake), 0.3) == []
+    commit_source(lake["source"])
+    assert [e["source_version"] for e in events_within(trigger_for(lake), 0.3)] == [2]
+    assert recorded_source_version(LogFollower(), lake["snapshot"]) == 1
+
+
+def test_a_commit_during_a_run_fires_once_that_run_records(lake):
+    trigger = trigger_for(lake)  # one trigger throughout: its open tables follow the new commits
+    commit_source(lake["source"])
+    record(lake["snapshot"], None, job="optimize")  # the snapshot exists, with nothing recorded yet
+    assert len(events_within(trigger, 0.2)) == 1
+    commit_source(lake["source"])  # while the run fired for version 0 runs
+    assert events_within(trigger, 0.2) == []
+    record(lake["snapshot"], 0)  # that run read version 0 only
+    record(lake["snapshot"], None, job="optimize")  # a maintenance commit records no source version
+    assert [e["source_version"] for e in events_within(trigger, 0.2)] == [1]
+    record(lake["snapshot"], 1)
+    commit_source(lake["source"])
+    assert [e["source_version"] for e in events_within(trigger, 0.2)] == [2]
+
+
+def test_maintenance_commits_of_the_source_start_no_run(lake):
+    from deltalake import DeltaTable
+
+    trigger = trigger_for(lake)
+    for _ in range(3):
+        commit_source(lake["source"], rows=1)
+    record(lake["snapshot"], 2)
+    DeltaTable(lake["source"]).optimize.compact()  # version 3: the same rows in one file
+    DeltaTable(lake["source"]).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    assert events_within(trigger, 0.3) == []
+    commit_source(lake["source"], rows=1)
+    assert [e["source_version"] for e in events_within(trigger, 0.3)] == [DeltaTable(lake["source"]).version()]
+
+
+def test_a_claim_never_recorded_is_fired_again_after_refire_after(lake):
+    commit_source(lake["source"])
+    assert len(events_within(trigger_for(lake, refire_after=0.5), 0.2)) == 1
+    assert events_within(trigger_for(lake, refire_after=0.5), 0.1) == []
+    assert len(events_within(trigger_for(lake, refire_after=0.5), 0.6)) == 1  # the run failed for good
+
+
+def test_a_path_that_cannot_be_a_table_ends_the_trigger_naming_it(lake):
+    Path(lake["source"]).write_text("not a table")
+    with pytest.raises(ReverseEtlConfigError, match=f"{lake['source']} is not a Delta table"):
+        events_within(trigger_for(lake), 1)
+
+
+def test_a_corrupt_source_commit_ends_the_trigger_naming_the_table(lake):
+    trigger = trigger_for(lake)
+    commit_source(lake["source"])
+    assert len(events_within(trigger, 0.2)) == 1
+    Path(lake["source"], "_delta_log", f"{1:020d}.json").write_text('{"commitInfo":')  # a truncated commit
+    with pytest.raises(ReverseEtlDataError, match=f"The Delta log of {lake['source']} is corrupt: .*Json error"):
+        events_within(trigger, 1)
+
+
+def test_an_object_store_source(lake, s3):
+    from spark_jobs.contract.storage import storage_options
+
+    source = "s3a://lake/raw/orders"  # Hadoop's spelling, as the Spark jobs name it
+    commit_source("s3://lake/raw/orders", storage_options={**storage_options(), "AWS_S3_ALLOW_UNSAFE_RENAME": "true"})
+    trigger = DeltaCommitTrigger(source=source, snapshot="orders", warehouse="s3a://lake/warehouse",
+                                 poll_interval=POLL)
+    assert [e["source_version"] for e in events_within(trigger, 1.0)] == [0]
+    assert s3.get_object(Bucket="lake", Key="warehouse/_system/watchers/snapshots/orders.json")
+
+
+def test_a_storage_outage_keeps_it_watching(lake, s3_server):
+    """The object store goes down while the trigger polls: it keeps watching (logged, backing off),
+    and fires once the store is back."""
+    from spark_jobs.contract.storage import storage_options
+
+    options = {**storage_options(), "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    trigger = DeltaCommitTrigger(source=f"s3://{BUCKET}/raw/orders", snapshot="orders",
+                                 warehouse=f"s3://{BUCKET}/warehouse", poll_interval=POLL)
+    s3_server.stop()
+    with pytest.raises(ReverseEtlInfrastructureError, match=f"Storage unavailable while reading the Delta log of "
+                                                            f"s3://{BUCKET}/raw/orders"):
+        trigger.poll()
+    assert events_within(trigger, 1.0) == []  # the same in run(): no event, no error, still watching
+    s3_server.start()
+    commit_source(f"s3://{BUCKET}/raw/orders", storage_options=options)
+    assert [e["source_version"] for e in events_within(trigger, 30, first=1)] == [0]
+
+
+def test_live_source_builds_a_watched_asset(lake):
+    asset = live_source(lake["source"], "orders", warehouse=lake["warehouse"], poll_interval=2)
+    assert asset.name == "reverse-etl-live/snapshots/orders"
+    [watcher] = asset.watchers
+    assert isinstance(watcher.trigger, DeltaCommitTrigger)
+    assert watcher.trigger.serialize()[1] == {"source": lake["source"], "snapshot": "orders",
+                                              "warehouse": lake["warehouse"], "poll_interval": 2,
+                                              "refire_after": 900.0}

@@ -1,0 +1,132 @@
+"""The Change Data Feed fast path of the snapshot job: a Delta source with CDF is applied from its
+changes, and that must give exactly the table and the diff a full extract gives."""
+
+import pytest
+
+from tests_common.jobs import job, job_error, rows_of
+
+SCHEMA = "id INT, name STRING, score DOUBLE"
+DAY_0 = [(i, f"n{i}", float(i)) for i in range(1, 11)]
+
+
+def make_source(spark, path: str, cdf: bool = True) -> None:
+    (spark.createDataFrame(DAY_0, SCHEMA).coalesce(1).write.format("delta")
+     .option("delta.enableChangeDataFeed", str(cdf).lower()).save(path))
+
+
+def sql(spark, statement: str, path: str) -> None:
+    spark.sql(statement.replace("SRC", f"delta.`{path}`"))
+
+
+# Each day is a list of statements, each its own source commit: updates, inserts, deletes, a key
+# inserted then deleted, an update reverted, a key updated twice, a deleted key coming back.
+DAYS = [
+    ["UPDATE SRC SET score = score + 100 WHERE id IN (1, 2)",
+     "INSERT INTO SRC VALUES (11, 'n11', 11.0), (12, 'n12', 12.0)",
+     "DELETE FROM SRC WHERE id = 3"],
+    ["INSERT INTO SRC VALUES (13, 'n13', 13.0)",
+     "DELETE FROM SRC WHERE id = 13",
+     "UPDATE SRC SET name = 'tmp' WHERE id = 4",
+     "UPDATE SRC SET name = 'n4' WHERE id = 4",
+     "UPDATE SRC SET score = NULL WHERE id = 5",
+     "UPDATE SRC SET score = 55.0 WHERE id = 5",
+     "INSERT INTO SRC VALUES (3, 'back', 3.5)"],
+    [],  # no source change at all
+    ["DELETE FROM SRC WHERE id > 8", "UPDATE SRC SET name = NULL WHERE id = 6"],
+]
+
+
+def snapshot(spark, warehouse, name, source, day, **extra):
+    return job(spark, "snapshot", warehouse, name=name, primary_key=["id"], source=source,
+               logical_date=f"2026-01-0{day + 1}", run_id=f"r{day}", **extra)
+
+
+def diff(spark, warehouse, name):
+    result = job(spark, "diff", warehouse, table=f"snapshots/{name}", consumer="c")
+    frame = spark.read.format("delta").load(result["changes_uri"]).drop("_commit_timestamp", "_commit_version")
+    return result["counts"], rows_of(frame, "id", "_change_type")
+
+
+def test_fast_path_gives_the_same_table_and_diff_as_the_full_path(spark, warehouse, tmp_path):
+    src = str(tmp_path / "source")
+    make_source(spark, src)
+    fast_source = {"format": "delta", "path": src}  # CDF found on the source
+    full_source = {"format": "delta", "path": src, "cdf": False}
+    assert snapshot(spark, warehouse, "fast", fast_source, 0)["read"] == "full_extract"
+    assert snapshot(spark, warehouse, "full", full_source, 0)["read"] == "full_extract"
+    diff(spark, warehouse, "fast"), diff(spark, warehouse, "full")  # consumers start at version 0
+
+    for day, statements in enumerate(DAYS, start=1):
+        for statement in statements:
+            sql(spark, statement, src)
+        fast = snapshot(spark, warehouse, "fast", fast_source, day)
+        full = snapshot(spark, warehouse, "full", full_source, day)
+        assert fast["read"] == "change_data_feed" and full["read"] == "full_extract"
+        assert fast["version"] == full["version"] == day  # one commit per run, also with no change
+        for field in ("rows", "inserted", "updated", "deleted"):
+            assert fast[field] == full[field], (day, field, fast, full)
+        assert rows_of(spark.read.format("delta").load(f"{warehouse}/snapshots/fast")) == \
+            rows_of(spark.read.format("delta").load(f"{warehouse}/snapshots/full")) == \
+            rows_of(spark.read.format("delta").load(src)), day
+        assert diff(spark, warehouse, "fast") == diff(spark, warehouse, "full"), day
+
+    entry = spark.sql(f"DESCRIBE HISTORY delta.`{warehouse}/snapshots/fast` LIMIT 1").first()
+    assert '"source_version": ' in entry["userMetadata"] and '"run_id": "r4"' in entry["userMetadata"]
+
+
+def test_fast_path_rerun_is_idempotent(spark, warehouse, tmp_path):
+    src = str(tmp_path / "source")
+    make_source(spark, src)
+    source = {"format": "delta", "path": src, "cdf": True}
+    snapshot(spark, warehouse, "s", source, 0)
+    sql(spark, "UPDATE SRC SET score = -1 WHERE id = 1", src)
+    first = snapshot(spark, warehouse, "s", source, 1)
+    sql(spark, "UPDATE SRC SET score = -2 WHERE id = 1", src)
+    again = snapshot(spark, warehouse, "s", source, 1)
+    assert again["reused"] and again["version"] == first["version"] == 1
+    assert (first["updated"], first["rows"]) == (1, 10)
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("INSERT INTO SRC VALUES (1, 'again', 0.0)", "duplicate primary key ['id']: {'id': 1} x2"),
+    ("INSERT INTO SRC VALUES (NULL, 'nokey', 0.0)", "have a null primary key"),
+])
+def test_a_change_that_breaks_the_key_fails_and_writes_nothing(spark, warehouse, tmp_path, statement, message):
+    src = str(tmp_path / "source")
+    make_source(spark, src)
+    source = {"format": "delta", "path": src}
+    snapshot(spark, warehouse, "s", source, 0)
+    sql(spark, statement, src)
+    error = job_error(spark, "snapshot", warehouse, name="s", primary_key=["id"], source=source,
+                      logical_date="2026-01-02", run_id="r1")
+    assert error["type"] == "DataQualityError" and message in error["message"], error
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{warehouse}/snapshots/s`").count() == 1
+
+
+def test_cdf_requested_on_a_source_without_it_is_refused(spark, warehouse, tmp_path):
+    src = str(tmp_path / "source")
+    make_source(spark, src, cdf=False)
+    source = {"format": "delta", "path": src, "cdf": True}
+    snapshot(spark, warehouse, "s", source, 0)
+    error = job_error(spark, "snapshot", warehouse, name="s", primary_key=["id"], source=source,
+                      logical_date="2026-01-02", run_id="r1")
+    assert error["type"] == "ConfigError" and "has no Change Data Feed" in error["message"]
+    # without the explicit flag the full extract is read
+    assert snapshot(spark, warehouse, "s", {"format": "delta", "path": src}, 1)["read"] == "full_extract"
+
+
+def test_a_schema_change_takes_the_full_path_and_its_drift_rules(spark, warehouse, tmp_path):
+    src = str(tmp_path / "source")
+    make_source(spark, src)
+    source = {"format": "delta", "path": src}
+    snapshot(spark, warehouse, "s", source, 0)
+    sql(spark, "ALTER TABLE SRC ADD COLUMNS (tier STRING)", src)
+    error = job_error(spark, "snapshot", warehouse, name="s", primary_key=["id"], source=source,
+                      logical_date="2026-01-02", run_id="r1")
+    assert error["type"] == "SchemaDriftError" and "new column(s) ['tier']" in error["message"]
+    evolved = snapshot(spark, warehouse, "s", source, 1, allow_schema_evolution=True)
+    assert evolved["read"] == "full_extract"
+    sql(spark, "UPDATE SRC SET tier = 'gold' WHERE id = 2", src)
+    assert snapshot(spark, warehouse, "s", source, 2)["read"] == "change_data_feed"
+    assert rows_of(spark.read.format("delta").load(f"{warehouse}/snapshots/s")) == \
+        rows_of(spark.read.format("delta").load(src).select("id", "name", "score", "tier"))
