@@ -49,6 +49,20 @@ log = logging.getLogger(__name__)
 DATE_ORDERED = {"depends_on_past": True, "max_active_tis_per_dag": 1}
 
 
+def provider_pool() -> dict[str, str]:
+    """``{"pool": name}`` when ``[reverse_etl] pool`` is set, else nothing (Airflow's ``default_pool``).
+
+    The operators' jobs share the Spark side — one Connect server or one cluster — which a fleet of
+    pipelines would otherwise hand as many concurrent jobs as Airflow has worker slots: a pool sized
+    to that server makes the fleet queue in Airflow instead (docs/guides/clusters-and-object-stores.md,
+    "Sizing"). A task's own ``pool=`` or its DAG's ``default_args`` win. Read when the DAG is parsed,
+    like every operator default taken from Airflow's configuration."""
+    from airflow_reverse_etl import config
+
+    name = config.pool()
+    return {"pool": name} if name else {}
+
+
 def logical_date_of(context: Context) -> str:
     """The run's logical date as ISO text. A run without one (a manual or asset-triggered run in
     Airflow 3) records its versions under its ``run_after`` instant instead, as design §7 decides;
@@ -116,7 +130,8 @@ class ReverseEtlJobOperator(BaseOperator):
                  **kwargs: Any) -> None:
         # Airflow hands the DAG's default_args in kwargs["default_args"]: they win over task_defaults
         overridden = {**(kwargs.get("default_args") or {}), **kwargs}
-        super().__init__(**{k: v for k, v in self.task_defaults.items() if k not in overridden}, **kwargs)
+        defaults = {**self.task_defaults, **provider_pool()}
+        super().__init__(**{k: v for k, v in defaults.items() if k not in overridden}, **kwargs)
         self.spark_conn_id = spark_conn_id
         self.warehouse = warehouse
         self.spark_conf = spark_conf
