@@ -36,12 +36,14 @@ def run(spark: SparkSession, spec_json: dict[str, Any]) -> dict[str, Any]:
     """Parse the spec and run its job in an existing session (classic or Spark Connect); the result
     always has a ``status``."""
     from spark_jobs.contract import parse_spec
+    from spark_jobs.delta.object_store import require_conditional_writes
     from spark_jobs.state.lineage import record_run
     from spark_jobs.session import running_in
 
     started = time.monotonic()
     try:
         spec = parse_spec(spec_json)
+        require_conditional_writes(spec.warehouse)  # before anything is written (a store unsafe to commit on)
         with running_in(spark):
             result = with_column_lineage(spark, spec, load_job(spec.job)(spark, spec))
             # after success only: a failed job leaves no lineage row

@@ -1,6 +1,8 @@
 """A real S3-compatible HTTP server on 127.0.0.1 (moto's server) and a bucket on it, reached only
 through the standard AWS environment variables, as on a real deployment: ``s3`` (one server per
-module) and ``s3_server`` (a server of the test's own, which it can stop and start again)."""
+module), ``s3_server`` (a server of the test's own, which it can stop and start again) and
+``s3_ignoring_conditional_writes`` (a store that ignores ``If-None-Match``, as older S3-compatible
+servers do)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,18 @@ def s3_endpoint():
     server.stop()
 
 
+def aws_environment(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
+    """The standard AWS environment of a process that reaches the test server: credentials, region,
+    endpoint (what boto3, s3fs, delta-rs and Spark's S3A credential chain all read)."""
+    import s3fs
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "aretl-test-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aretl-test-secret")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
 @pytest.fixture
 def s3(s3_endpoint, monkeypatch):
     """Credentials and endpoint only through the standard AWS environment, as on a real deployment.
@@ -35,11 +49,7 @@ def s3(s3_endpoint, monkeypatch):
     import boto3
     import s3fs
 
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "aretl-test-key")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aretl-test-secret")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
-    s3fs.S3FileSystem.clear_instance_cache()
+    aws_environment(monkeypatch, s3_endpoint)
     client = boto3.client("s3")
     client.create_bucket(Bucket=BUCKET)
     yield client
@@ -92,3 +102,42 @@ def s3_server(monkeypatch):
         fs.rm(f"{BUCKET}/warehouse", recursive=True)
     server.stop()
     s3fs.S3FileSystem.clear_instance_cache()
+
+
+def server_ignoring_conditional_writes(port: int):  # type: ignore[no-untyped-def]  # moto is imported here
+    """moto's S3 server behind a front that drops the conditional headers (``If-None-Match``,
+    ``If-Match``) of every request: a store that accepts a second create of one key, as S3 did before
+    August 2024 and some S3-compatible servers still do. (moto is imported only by the tests using it.)"""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from moto.server import ThreadedMotoServer
+    from werkzeug.serving import make_server
+
+    class IgnoringConditions(ThreadedMotoServer):
+        def _server_entry(self) -> None:
+            app = DomainDispatcherApplication(create_backend_app)
+
+            def ignoring_conditions(environ, start_response):  # type: ignore[no-untyped-def]
+                environ.pop("HTTP_IF_NONE_MATCH", None)
+                environ.pop("HTTP_IF_MATCH", None)
+                return app(environ, start_response)
+
+            self._server = make_server(self._ip_address, self._port, ignoring_conditions, True,
+                                       request_handler=MotoRequestHandler)
+            self._server_ready_event.set()
+            self._server.serve_forever()
+
+    return IgnoringConditions(ip_address="127.0.0.1", port=port, verbose=False)
+
+
+@pytest.fixture
+def s3_ignoring_conditional_writes(monkeypatch):
+    """A store that ignores conditional writes, with the bucket :data:`BUCKET`; yields its endpoint."""
+    import boto3
+
+    port = free_port()
+    server = server_ignoring_conditional_writes(port)
+    server.start()
+    aws_environment(monkeypatch, f"http://127.0.0.1:{port}")
+    boto3.client("s3").create_bucket(Bucket=BUCKET)
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
