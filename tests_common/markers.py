@@ -21,7 +21,7 @@ FIXTURE_MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "kafka": ("needs the real Kafka broker started by scripts/services/kafka.sh", ("kafka_broker",)),
     "cluster": ("starts a real Spark standalone master + worker on 127.0.0.1", ("spark_cluster",)),
     "spark_connect": ("runs jobs on the Spark Connect server of scripts/services/spark_connect.sh",
-                      ("spark_connect_server",)),
+                      ("spark_connect_server", "s3_connect_server")),
     "s3": ("talks to a real S3-compatible server on 127.0.0.1 (moto's server)", ("s3_endpoint",)),
     "airflow_db": ("uses the Airflow metadata database (SQLite in a throw-away AIRFLOW_HOME)", ("airflow_db",)),
     "standalone": ("drives a real `airflow standalone` (scheduler, API server)", ("airflow_standalone",)),

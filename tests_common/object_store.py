@@ -6,9 +6,17 @@ servers do)."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
 
 import pytest
+
+from tests_common.paths import REPO
 
 BUCKET = "lake"
 
@@ -141,3 +149,68 @@ def s3_ignoring_conditional_writes(monkeypatch):
     boto3.client("s3").create_bucket(Bucket=BUCKET)
     yield f"http://127.0.0.1:{port}"
     server.stop()
+
+
+#: Where ``scripts/fetch_jars.sh s3`` puts the S3A connector (hadoop-aws + the AWS SDK bundle).
+S3A_JARS = REPO / ".cache" / "jars-s3"
+
+
+def s3a_jars() -> Path:
+    """The S3A connector's jars, fetched on first use (``scripts/fetch_jars.sh s3``: idempotent, a
+    stamp check when they are there); the default set-up does not fetch them."""
+    fetched = subprocess.run(["bash", str(REPO / "scripts" / "fetch_jars.sh"), "s3"], capture_output=True, text=True,
+                             env={**os.environ, "PYTHON": sys.executable}, timeout=1200, stdin=subprocess.DEVNULL)
+    if fetched.returncode != 0:
+        pytest.fail(f"Could not fetch the S3A jars:\n{fetched.stdout}\n{fetched.stderr}", pytrace=False)
+    return S3A_JARS
+
+
+@dataclass(frozen=True)
+class S3Lake:
+    """A bucket on a real S3-compatible server and what Spark needs to reach it: the S3A jars on the
+    driver's and executors' classpath, and the S3A settings a deployment keeps in
+    ``spark-defaults.conf`` (endpoint, path-style addressing, the standard AWS credential chain) —
+    no key among them. Processes of the test get the keys from the standard AWS environment; the
+    cluster's executors (whose worker was started without them) from a credentials file whose *path*
+    is all the configuration says."""
+
+    endpoint: str
+    spark_conf: dict[str, str]
+    classpath: str
+
+    def warehouse(self, name: str) -> str:
+        return f"s3a://{BUCKET}/{name}"
+
+
+@pytest.fixture(scope="module")
+def s3_lake(s3_endpoint, tmp_path_factory) -> Iterator[S3Lake]:
+    """The module's bucket :data:`BUCKET` on its moto server, reachable by every process the module
+    starts (the AWS environment is set for the whole module), and by Spark (:class:`S3Lake`)."""
+    import boto3
+
+    credentials = tmp_path_factory.mktemp("aws") / "credentials"
+    credentials.write_text("[default]\naws_access_key_id = aretl-test-key\naws_secret_access_key = aretl-test-secret\n")
+    classpath = f"{s3a_jars()}/*"
+    conf = {
+        "spark.hadoop.fs.s3a.endpoint": s3_endpoint,
+        "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+        "spark.hadoop.fs.s3a.path.style.access": "true",
+        "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        "spark.hadoop.fs.s3a.aws.credentials.provider":
+            "software.amazon.awssdk.auth.credentials.DefaultCredentialsProvider",
+        "spark.executorEnv.AWS_SHARED_CREDENTIALS_FILE": str(credentials),
+    }
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        aws_environment(monkeypatch, s3_endpoint)
+        boto3.client("s3").create_bucket(Bucket=BUCKET)
+        yield S3Lake(endpoint=s3_endpoint, spark_conf=conf, classpath=classpath)
+
+
+@pytest.fixture(scope="module")
+def s3_connect_server(s3_lake):
+    """A Spark Connect server of the module's own with the S3A connector on its classpath and the S3A
+    settings of :class:`S3Lake` (the run's shared server has neither): the default set-up stays lean."""
+    from tests_common.spark_connect import own_server
+
+    with own_server(conf=s3_lake.spark_conf, classpath=s3_lake.classpath) as server:
+        yield server

@@ -85,6 +85,12 @@ class ClusterClient:
     event_log_dir: Path
     executor_python: Path
 
+    def configure(self, settings: dict[str, str]) -> None:
+        """Add ``settings`` to the client's ``spark-defaults.conf`` (a test's own client settings, such
+        as the object-store tests' S3A connector and endpoint)."""
+        with (self.conf_dir / "spark-defaults.conf").open("a") as defaults:
+            defaults.writelines(f"{key} {value}\n" for key, value in settings.items())
+
     def executor_python_launches(self) -> int:
         """How many Python processes the executors started through :attr:`executor_python`."""
         launches = self.executor_python.parent / "executor-python.launches"
