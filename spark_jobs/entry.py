@@ -114,7 +114,10 @@ def failure(exc: Exception, warehouse: str | None) -> dict[str, Any]:
             "traceback": traceback.format_exc(limit=20)}
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, ship: str | None = None) -> int:
+    """Run the job of ``--spec`` in a new classic session, write ``--result``. ``ship``: a zip of the
+    ``spark_jobs`` package the executors do not have yet (cluster deploy mode runs from such a bundle,
+    :mod:`airflow_reverse_etl.hooks.cluster_driver`), handed to them as ``--py-files`` would."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spec", required=True, help="URI of the job spec JSON")
     parser.add_argument("--result", required=True, help="URI to write the job result JSON to")
@@ -126,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = build_session()
     spark.sparkContext.setLogLevel("WARN")
+    if ship:
+        spark.sparkContext.addPyFile(ship)
     spec = json.loads(read_text(spark, args.spec))
     result = run(spark, spec)
     result["spark"] = where(spark)
