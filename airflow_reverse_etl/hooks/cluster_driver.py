@@ -72,7 +72,7 @@ sys.exit(main(sys.argv[1:], ship=sys.argv[0]))
 @dataclass(frozen=True)
 class ClusterDriver:
     """A submitted driver: its submission id, the job directory its result goes to, and the master's
-    REST server that knows it. What the task state store and the trigger keep (:meth:`to_json`)."""
+    REST server that knows it. What the task state store and the trigger keep (``to_json()``)."""
 
     driver_id: str
     job_dir: str

@@ -22,7 +22,7 @@ from airflow_reverse_etl.hooks.cluster_driver import ACTIVE, ClusterDriver, driv
 
 
 class SparkDriverTrigger(BaseTrigger):
-    """Fires once the cluster-mode driver ``driver`` (:meth:`ClusterDriver.to_json`) has ended.
+    """Fires once the cluster-mode driver ``driver`` (``ClusterDriver.to_json()``) has ended.
 
     :param poll_interval: seconds between two looks at the driver's state.
     :param unreachable_timeout: seconds a master may not answer before the trigger fails.
