@@ -36,6 +36,7 @@ import io
 import json
 import logging
 import os
+import sys
 import time
 import urllib.request
 import zipfile
@@ -120,9 +121,12 @@ def driver_bundle(warehouse: str, archive: str) -> str:
 
 def submit_environment() -> dict[str, str]:
     """The spark-submit environment of a cluster-mode submission (:data:`SUBMIT_ENVIRONMENT`, and
-    Spark's own ``SPARK_*`` settings such as ``SPARK_CONF_DIR``)."""
-    return {key: value for key, value in os.environ.items()
-            if key in SUBMIT_ENVIRONMENT or key.startswith("SPARK_")}
+    Spark's own ``SPARK_*`` settings such as ``SPARK_CONF_DIR``), with this Python's ``bin`` first on
+    ``PATH``, where pip puts pyspark's ``spark-submit``."""
+    env = {key: value for key, value in os.environ.items()
+           if key in SUBMIT_ENVIRONMENT or key.startswith("SPARK_")}
+    env["PATH"] = os.pathsep.join(filter(None, [os.path.dirname(sys.executable), env.get("PATH")]))
+    return env
 
 
 def _rest(url: str, method: str = "GET") -> dict[str, Any]:
