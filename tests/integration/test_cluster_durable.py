@@ -178,3 +178,32 @@ def test_a_deferrable_task_frees_its_slot_while_the_driver_runs(durable_env, spa
     assert result["result"]["spark"]["deploy_mode"] == "cluster"
     versions, rows = snapshot_versions(Path(durable_env["AIRFLOW__REVERSE_ETL__WAREHOUSE"]), "deferred_cluster")
     assert versions == [0] and rows == ROWS
+
+
+@pytest.mark.timeout(600)
+def test_on_kill_kills_the_driver_on_the_cluster(durable_env, spark_cluster, monkeypatch):
+    """A task marked failed or cleared while its driver runs: on_kill asks the master to kill it."""
+    from airflow_reverse_etl.hooks.cluster_driver import driver_state
+    from airflow_reverse_etl.hooks.spark_job import SparkJobHook
+    from spark_jobs.contract import parse_spec
+
+    for name in ("AIRFLOW_CONN_SPARK_DEFAULT", "AIRFLOW__REVERSE_ETL__WAREHOUSE"):
+        monkeypatch.setenv(name, durable_env[name])
+    spec = parse_spec({"job": "snapshot", "name": "killed", "primary_key": ["id"], "run_id": "r1",
+                       "logical_date": "2026-01-01T00:00:00+00:00",
+                       "source": {"format": "csv", "path": durable_env["ARETL_TEST_SOURCE"],
+                                  "schema": "id INT, name STRING"}})
+    hook = SparkJobHook()
+    driver = hook.submit_driver(spec)
+    deadline = time.monotonic() + 300
+    while driver_state(driver) != "RUNNING":
+        assert time.monotonic() < deadline, driver_state(driver)
+        time.sleep(0.25)
+
+    hook.on_kill()
+
+    while driver_state(driver) == "RUNNING":
+        assert time.monotonic() < deadline
+        time.sleep(0.25)
+    assert driver_state(driver) == "KILLED"
+    assert not (Path(driver.job_dir) / "result.json").exists()
