@@ -46,12 +46,17 @@ def rows(database: str, query: str) -> list[tuple]:
 
 
 def delta_rows(uri: str, *columns: str) -> list[tuple]:
+    """The table's rows, read by delta-rs's SQL engine (its pyarrow reader refuses the deletion
+    vectors Spark's tables have)."""
+    import pyarrow as pa
+    from deltalake import QueryBuilder
+
     from spark_jobs.delta.driver_tables import open_table
 
     table = open_table(uri)
     assert table is not None, f"no Delta table at {uri}"
-    data = table.to_pyarrow_dataset().to_table(columns=list(columns)).to_pylist()
-    return sorted(tuple(row[c] for c in columns) for row in data)
+    data = pa.table(QueryBuilder().register("t", table).execute(f"SELECT {', '.join(columns)} FROM t").read_all())
+    return sorted(tuple(row[c] for c in columns) for row in data.to_pylist())
 
 
 def write_orders(uri: str) -> None:
