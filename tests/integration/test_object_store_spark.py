@@ -6,7 +6,10 @@ One topology run per mode (:func:`run_topology`): the demo DAG for one date (sna
 its CSV extract into the SQLite CRM: the operators write their specs to and read their results from
 the ``s3a://`` warehouse), one wide-table step over the demo's snapshot, and a live sync — a Delta
 source on S3 committed to by another writer (delta-rs), the :class:`DeltaCommitTrigger` watching it
-fires, and the live_orders DAG carries the commit (Change Data Feed read from S3) to its CRM.
+fires, and the live_orders DAG carries the commit (Change Data Feed read from S3) to its CRM. On the
+cluster, where every job is a cold spark-submit (~20-45 s here), the live sync runs its snapshot only
+(the job that reads the source on S3; its diff and sync are the demo's jobs again), after which the
+watcher must find nothing left to fire for.
 
 Spark reaches S3 through the S3A connector fetched on demand (``scripts/fetch_jars.sh s3``) on the
 driver's and executors' classpath, with the settings a deployment keeps in ``spark-defaults.conf``
@@ -78,13 +81,11 @@ async def first_event(trigger) -> dict[str, Any]:
     raise AssertionError("the trigger ended without an event")
 
 
-def run_topology(warehouse: str, tmp_path: Path, monkeypatch) -> dict[str, Any]:
+def run_topology(warehouse: str, tmp_path: Path, monkeypatch, live_dag: bool) -> dict[str, Any]:
     """The demo DAG for :data:`DAY`, a wide-table step and a live sync, every table on ``warehouse``;
-    asserts each destination and table, returns the demo sync's job result."""
-    from airflow_reverse_etl.hooks.spark_job import SparkJobHook
-    from airflow_reverse_etl.triggers.delta_commit import DeltaCommitTrigger
-    from spark_jobs.contract import parse_spec
-
+    asserts each destination and table, returns the demo sync's job result. ``live_dag``: the live
+    sync runs the whole live_orders DAG, else only its snapshot (the job that reads the source on S3),
+    after which the watcher must find nothing left to fire for."""
     demo = load_demo(monkeypatch, tmp_path, warehouse=warehouse)
     run = demo.dag.test(logical_date=pendulum.parse(DAY))
     assert {ti.task_id: str(ti.state) for ti in run.get_task_instances()} == dict.fromkeys(
@@ -95,26 +96,47 @@ def run_topology(warehouse: str, tmp_path: Path, monkeypatch) -> dict[str, Any]:
     sync = task_xcom(run, "sync_crm")
     assert sync["job_dir"].startswith(f"{warehouse}/_system/jobs/") and sync["stats"]["sent"] == 5
 
-    # A wide-table step over the demo's snapshot, as WidenTableOperator submits it.
-    spec = parse_spec({"job": "widen", "wide": WIDE, "run_id": "wide-1", "logical_date": f"{DAY}T00:00:00+00:00"})
-    widened = SparkJobHook(warehouse=warehouse).run_job(spec)
-    assert widened["status"] == "success"
+    widen(warehouse)
     assert delta_rows(f"{warehouse}/wide/customer_wide", "customer_id", "city") == [
         (key, values[2]) for key, values in sorted(demo.SOURCE_BY_DAY[DAY].items())]
 
-    # A live sync: a commit to a Delta source on S3 fires the watcher, the live DAG carries it.
+    live_sync(warehouse, tmp_path, monkeypatch, live_dag)
+    return sync
+
+
+def widen(warehouse: str) -> None:
+    """A wide-table step over the demo's snapshot, as WidenTableOperator submits it."""
+    from airflow_reverse_etl.hooks.spark_job import SparkJobHook
+    from spark_jobs.contract import parse_spec
+
+    spec = parse_spec({"job": "widen", "wide": WIDE, "run_id": "wide-1", "logical_date": f"{DAY}T00:00:00+00:00"})
+    assert SparkJobHook(warehouse=warehouse).run_job(spec)["status"] == "success"
+
+
+def live_sync(warehouse: str, tmp_path: Path, monkeypatch, whole_dag: bool) -> None:
+    """A commit to a Delta source on S3 fires the watcher; the live DAG (or its snapshot) carries it."""
+    from airflow_reverse_etl.hooks.spark_job import SparkJobHook
+    from airflow_reverse_etl.triggers.delta_commit import DeltaCommitTrigger
+    from spark_jobs.contract import parse_spec
+
     source, crm = f"{warehouse}/raw/live_orders", str(tmp_path / "live_crm.db")
     write_orders(source)
     trigger = DeltaCommitTrigger(source=source, snapshot="live_orders", warehouse=warehouse, poll_interval=0.2)
     fired = asyncio.run(asyncio.wait_for(first_event(trigger), 120))
     assert (fired["snapshot"], fired["source_version"]) == ("snapshots/live_orders", 0)
+    if not whole_dag:
+        spec = parse_spec({"job": "snapshot", "name": "live_orders", "primary_key": ["order_id"], "run_id": "live-1",
+                           "logical_date": f"{DAY}T00:00:00+00:00", "source": {"format": "delta", "path": source,
+                                                                               "cdf": True}})
+        assert SparkJobHook(warehouse=warehouse).run_job(spec)["status"] == "success"
+        assert DeltaCommitTrigger(source=source, snapshot="live_orders", warehouse=warehouse).poll() is None
+        return
     monkeypatch.setenv("ARETL_LIVE_SOURCE", source)
     monkeypatch.setenv("ARETL_LIVE_CRM", crm)
     live = load_example("live_orders.py", "live_orders_under_test")
     live_run = live.dag.test(logical_date=None)
     assert {str(ti.state) for ti in live_run.get_task_instances()} == {"success"}
     assert rows(crm, "SELECT order_id, customer, amount FROM crm_orders ORDER BY order_id") == ORDERS
-    return sync
 
 
 def test_the_pipeline_on_the_standalone_cluster_on_s3(airflow_db, spark_cluster, cluster_client, s3_lake: S3Lake,
@@ -126,11 +148,11 @@ def test_the_pipeline_on_the_standalone_cluster_on_s3(airflow_db, spark_cluster,
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", spark_cluster.master_url)
     warehouse = s3_lake.warehouse("cluster")
 
-    sync = run_topology(warehouse, tmp_path, monkeypatch)
+    sync = run_topology(warehouse, tmp_path, monkeypatch, live_dag=False)
 
     assert sync["spark"]["master"] == spark_cluster.master_url
     apps = cluster_client.applications()
-    assert len(apps) == 7, [a["name"] for a in apps]  # demo 3, widen 1, live 3: every one on the cluster
+    assert len(apps) == 5, [a["name"] for a in apps]  # demo 3, widen 1, live snapshot 1: all on the cluster
     for app in apps:  # ...with work in the worker's executors, and no key in any of their settings
         assert app["task_executors"] and "driver" not in app["task_executors"], app["name"]
         assert "aretl-test-secret" not in str(app["properties"]), app["name"]
@@ -139,7 +161,7 @@ def test_the_pipeline_on_the_standalone_cluster_on_s3(airflow_db, spark_cluster,
 @pytest.mark.timeout(600)
 def test_the_pipeline_over_spark_connect_on_s3(airflow_db, s3_connect_server, s3_lake: S3Lake, tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", s3_connect_server.airflow_connection())
-    sync = run_topology(s3_lake.warehouse("connect"), tmp_path, monkeypatch)
+    sync = run_topology(s3_lake.warehouse("connect"), tmp_path, monkeypatch, live_dag=True)
     assert sync["spark"]["session_id"]  # every job was a session of the Connect server
 
 
