@@ -1,9 +1,11 @@
 """Jobs that survive their worker: cluster deploy mode on the real standalone cluster.
 
 The job's driver runs on the cluster's worker, not in the task (:mod:`airflow_reverse_etl.hooks.
-cluster_driver`). Each task attempt is a real Airflow run of a DAG (``dag.test()`` in a child process
-of its own, the metadata database shared), so the task state store the operator keeps the driver's
-submission id in is Airflow's own.
+cluster_driver`). Each task attempt runs in a child process of its own (the worker) through Airflow's
+task runner, the metadata database shared: the first by ``dag.test()``, the retry by scheduling the same
+task instance of the same DAG run again (as the scheduler does after a lost worker; ``dag.test()``
+would start a new DAG run). So the task state store the operator keeps the driver's submission id in
+is Airflow's own.
 
 - **A worker killed mid-job**: the first attempt's process is SIGKILLed while its driver runs on the
   cluster; the retry of the same task instance reattaches to that driver and takes its result. The
@@ -55,6 +57,32 @@ print("OUTCOME " + json.dumps({"state": str(ti.state), "try_number": ti.try_numb
                                 "result": task_xcom(run, "snapshot")}, default=str))
 """
 
+# The retry of the killed attempt: the same task instance of the same DAG run, scheduled again and run by
+# Airflow's task runner, as dag.test() runs each task (dag.test() itself would start a new DAG run).
+RETRY = """
+import json, sys
+from sqlalchemy import select
+from airflow import settings
+from airflow.dag_processing.dagbag import DagBag
+from airflow.models.dagrun import DagRun
+from airflow.sdk.definitions.dag import _run_task
+from airflow.utils.state import TaskInstanceState
+from tests_common.demo import task_xcom
+dag = DagBag(sys.argv[1]).dags[sys.argv[2]]
+session = settings.Session()
+run = session.scalar(select(DagRun).where(DagRun.dag_id == dag.dag_id))
+ti = run.get_task_instance("snapshot", session=session)
+assert ti.state == TaskInstanceState.UP_FOR_RETRY, ti.state
+ti.try_number += 1  # what the scheduler does when it schedules the retry
+ti.state = TaskInstanceState.SCHEDULED
+session.commit()
+_run_task(ti=ti, task=dag.task_dict["snapshot"], run_triggerer=True)
+session.expire_all()
+ti = run.get_task_instance("snapshot", session=session)
+print("OUTCOME " + json.dumps({"state": str(ti.state), "try_number": ti.try_number,
+                                "result": task_xcom(run, "snapshot")}, default=str))
+"""
+
 ROWS = [(1, "ann"), (2, "bob"), (3, "cid")]
 
 
@@ -72,9 +100,10 @@ def durable_env(airflow_db, spark_cluster, cluster_client, tmp_path):
             "AIRFLOW_CONN_SPARK_DEFAULT": spark_cluster.cluster_mode_connection()}
 
 
-def attempt(env: dict[str, str], dag_id: str) -> subprocess.Popen:
+def attempt(env: dict[str, str], dag_id: str, script: str = RUN_DAG) -> subprocess.Popen:
+    """A task attempt in a process of its own (the worker): by default the DAG run's first."""
     dag_file = Path(env["AIRFLOW__CORE__DAGS_FOLDER"]) / "durable_dags.py"
-    return subprocess.Popen([sys.executable, "-c", RUN_DAG, str(dag_file), dag_id], env=env, text=True,
+    return subprocess.Popen([sys.executable, "-c", script, str(dag_file), dag_id], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
@@ -124,12 +153,15 @@ def lost_worker(dag_id: str) -> None:
 
 
 def snapshot_versions(warehouse: Path, name: str) -> tuple[list[int], list[tuple]]:
-    from deltalake import DeltaTable
+    """The snapshot table's versions and rows (read by delta-rs's SQL engine: its pyarrow reader refuses
+    the deletion vectors Spark's tables have)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, QueryBuilder
 
     table = DeltaTable(str(warehouse / "snapshots" / name))
     versions = sorted(int(entry["version"]) for entry in table.history())
-    rows = sorted((r["id"], r["name"]) for r in table.to_pyarrow_table(columns=["id", "name"]).to_pylist())
-    return versions, rows
+    data = pa.table(QueryBuilder().register("t", table).execute("SELECT id, name FROM t").read_all())
+    return versions, sorted((r["id"], r["name"]) for r in data.to_pylist())
 
 
 @pytest.mark.timeout(900)
@@ -143,10 +175,11 @@ def test_a_retry_after_a_killed_worker_reattaches_to_the_running_driver(durable_
     first.wait()
     lost_worker("durable_cluster")
 
-    retry, log = outcome(attempt(durable_env, "durable_cluster"))
+    retry, log = outcome(attempt(durable_env, "durable_cluster", RETRY))
 
     # the retry found the driver running (or, on a slow machine, finished): either way it took it
     assert "Reconnecting to existing job" in log or "Job already completed successfully" in log, log[-4000:]
+    assert "Submitted the snapshot job" not in log
     assert (retry["state"], retry["try_number"]) == ("success", 2)
     assert retry["result"]["spark"]["deploy_mode"] == "cluster"
     new = {d: s for d, s in drivers(spark_cluster).items() if d not in before}
