@@ -13,8 +13,9 @@ success and on failure) and the extra links (:mod:`airflow_reverse_etl.links`).
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Sequence
 
 from airflow.providers.common.compat.openlineage.utils.spark import (
     inject_parent_job_information_into_spark_properties,
@@ -22,7 +23,7 @@ from airflow.providers.common.compat.openlineage.utils.spark import (
 from airflow.providers.common.compat.sdk import ResumableJobMixin
 from airflow.sdk import Asset, AssetAlias, BaseOperator, conf
 
-from airflow_reverse_etl.exceptions import ReverseEtlInfrastructureError, spec_validation
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlInfrastructureError, spec_validation
 from airflow_reverse_etl.hooks.cluster_driver import ACTIVE, FINISHED, ClusterDriver
 from airflow_reverse_etl.hooks.spark_connect_runner import TaskAttempt
 from airflow_reverse_etl.hooks.spark_job import SparkJobHook
@@ -202,6 +203,23 @@ class ReverseEtlJobOperator(ResumableJobMixin, BaseOperator):
         return spark_conf
 
     def execute(self, context: Context) -> dict[str, Any]:
+        with self.skipping_expected(context):
+            return self.run_job(context)
+
+    @contextmanager
+    def skipping_expected(self, context: Context) -> Iterator[None]:
+        """Let :meth:`skip_if_expected` turn a configuration error the operator expects into a skip,
+        whether the job ran in ``execute()`` or resumed from its trigger."""
+        try:
+            yield
+        except ReverseEtlConfigError as exc:
+            self.skip_if_expected(context, exc)
+            raise
+
+    def skip_if_expected(self, context: Context, error: ReverseEtlConfigError) -> None:
+        """Raise ``AirflowSkipException`` when ``error`` means "nothing to do" for this operator."""
+
+    def run_job(self, context: Context) -> dict[str, Any]:
         with spec_validation():  # rendered templates are checked here: a bad value fails without retries
             spec, secrets = self.build_spec(context)
         spec = replace(spec, run_id=context["run_id"], logical_date=logical_date_of(context),
@@ -279,9 +297,10 @@ class ReverseEtlJobOperator(ResumableJobMixin, BaseOperator):
         if event.get("error"):
             raise ReverseEtlInfrastructureError(event["error"])
         self._hook = self.job_hook(context)
-        if event.get("result") is None:
-            return self.finish(context, self._hook.driver_result(driver, event.get("state")))
-        return self.finish(context, self._hook.checked_result(driver.job_dir, event["result"]))
+        with self.skipping_expected(context):
+            if event.get("result") is None:
+                return self.finish(context, self._hook.driver_result(driver, event.get("state")))
+            return self.finish(context, self._hook.checked_result(driver.job_dir, event["result"]))
 
     def record_asset_events(self, context: Context, result: dict[str, Any]) -> None:
         """Give each written table's Asset event its metadata (Delta version, counts). A table that is
