@@ -16,6 +16,11 @@ case "${1:-}" in
   *) echo "usage: $0 [s3]" >&2; exit 2 ;;
 esac
 stamp="$out/.resolved-from"
+# One fetch at a time per directory (two test workers may ask for the S3A jars at once): the others
+# wait, then find the stamp.
+mkdir -p "$(dirname "$out")"
+exec 9>"$out.lock"
+flock 9
 
 want=$(sha1sum "$pom" | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
