@@ -61,9 +61,7 @@ def s3(s3_endpoint, monkeypatch):
     client = boto3.client("s3")
     client.create_bucket(Bucket=BUCKET)
     yield client
-    for item in client.list_objects_v2(Bucket=BUCKET).get("Contents", []):
-        client.delete_object(Bucket=BUCKET, Key=item["Key"])
-    client.delete_bucket(Bucket=BUCKET)
+    empty_bucket(client)
     s3fs.S3FileSystem.clear_instance_cache()
 
 
@@ -146,8 +144,10 @@ def s3_ignoring_conditional_writes(monkeypatch):
     server = server_ignoring_conditional_writes(port)
     server.start()
     aws_environment(monkeypatch, f"http://127.0.0.1:{port}")
-    boto3.client("s3").create_bucket(Bucket=BUCKET)
+    client = boto3.client("s3")
+    client.create_bucket(Bucket=BUCKET)
     yield f"http://127.0.0.1:{port}"
+    empty_bucket(client)
     server.stop()
 
 
@@ -202,8 +202,18 @@ def s3_lake(s3_endpoint, tmp_path_factory) -> Iterator[S3Lake]:
     }
     with pytest.MonkeyPatch.context() as monkeypatch:
         aws_environment(monkeypatch, s3_endpoint)
-        boto3.client("s3").create_bucket(Bucket=BUCKET)
+        client = boto3.client("s3")
+        client.create_bucket(Bucket=BUCKET)
         yield S3Lake(endpoint=s3_endpoint, spark_conf=conf, classpath=classpath)
+        empty_bucket(client)  # moto keeps its buckets per process, across servers and modules
+
+
+def empty_bucket(client) -> None:  # type: ignore[no-untyped-def]  # a boto3 client
+    """Delete every object of :data:`BUCKET`, then the bucket."""
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
+        for item in page.get("Contents", []):
+            client.delete_object(Bucket=BUCKET, Key=item["Key"])
+    client.delete_bucket(Bucket=BUCKET)
 
 
 @pytest.fixture(scope="module")

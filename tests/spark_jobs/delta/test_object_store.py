@@ -13,7 +13,9 @@ SNAPSHOT = {"job": "snapshot", "warehouse": WAREHOUSE, "name": "customers", "pri
 
 
 def keys(client) -> list[str]:
-    return sorted(item["Key"] for item in client.list_objects_v2(Bucket=BUCKET).get("Contents", []))
+    """The keys under the warehouse (moto keeps buckets per process: other modules' objects may be there)."""
+    listed = client.list_objects_v2(Bucket=BUCKET, Prefix="warehouse/").get("Contents", [])
+    return sorted(item["Key"] for item in listed)
 
 
 def test_a_store_that_ignores_conditional_writes_fails_the_first_job(s3_ignoring_conditional_writes):
