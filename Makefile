@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` and `make test`. Both set themselves up first.
 .PHONY: setup demo test docs clean
-.PHONY: bench ui-screenshot
+.PHONY: bench ui-screenshot s3-jars
 
 setup:
 	bash scripts/bootstrap.sh
@@ -27,3 +27,8 @@ bench: setup
 # The Airflow UI view of sync history and rejects, as a PNG under .cache/test-output/ (docs/operations/ui.md).
 ui-screenshot: setup
 	bash scripts/ui_screenshot.sh
+
+# The S3A connector (hadoop-aws + the AWS SDK bundle, ~650 MB) into .cache/jars-s3, for a warehouse on
+# s3a:// (docs/guides/clusters-and-object-stores.md); the object-store tests fetch it themselves.
+s3-jars: setup
+	bash scripts/fetch_jars.sh s3

@@ -42,3 +42,12 @@ def spark_connect_timeout() -> float:
 
     configured = _get("spark_connect_timeout")
     return float(configured) if configured else DEFAULT_SERVER_TIMEOUT_S
+
+
+def pool() -> str | None:
+    """The Airflow pool the operators' tasks run in unless a task (or its DAG's ``default_args``)
+    names one: ``[reverse_etl] pool``. Unset, they use Airflow's ``default_pool``. The pool must exist
+    (``airflow pools set reverse_etl 4 "Spark jobs"``): Airflow never schedules a task whose pool is
+    missing, it only logs a warning, which is why the option has no default name
+    (docs/guides/clusters-and-object-stores.md says how to size it)."""
+    return _get("pool")

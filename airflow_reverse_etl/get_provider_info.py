@@ -130,6 +130,17 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "http://spark-history:18080",
                         "default": None,
                     },
+                    "pool": {
+                        "description": "Airflow pool of the reverse-ETL operators' tasks, unless a task or "
+                        "its DAG's default_args names one; it must exist (airflow pools set). Size it to the "
+                        "Spark side: the jobs that may run at once on the cluster or Connect server, so that a "
+                        "fleet of pipelines queues in Airflow instead of overloading Spark. Unset: "
+                        "default_pool.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "reverse_etl",
+                        "default": None,
+                    },
                     "spark_connect_timeout": {
                         "description": "Seconds a job run as a Spark Connect client keeps retrying a server "
                         "that stopped answering (killed, restarting) before it fails with a retryable error "

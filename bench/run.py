@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--scenarios", default="1,2,3,4,5,6,7,8,9,10", type=lambda s: s.split(","))
-    parser.add_argument("--fleet-n", type=int, default=6, help="pipelines of scenario 9 (default 6)")
+    parser.add_argument("--fleet-n", type=int, default=20, help="pipelines of scenario 9 (default 20)")
     parser.add_argument("--update", type=float, default=0.01)
     parser.add_argument("--insert", type=float, default=0.005)
     parser.add_argument("--delete", type=float, default=0.005)

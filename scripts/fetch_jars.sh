@@ -3,12 +3,24 @@
 # into .cache/jars, keeping only what pyspark does not already ship (Hadoop, Jackson, Parquet and Scala
 # come with pyspark; a second copy on the classpath breaks Spark). Idempotent: a stamp file records the
 # pom it was resolved from.
+#
+#   scripts/fetch_jars.sh       the runtime jars (every set-up: `make setup`)
+#   scripts/fetch_jars.sh s3    the S3A connector and its AWS SDK (jars/s3/pom.xml, ~650 MB) into
+#                               .cache/jars-s3, only on demand: `make s3-jars`, or the object-store tests
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-"$repo/.venv/bin/python"}
-out="$repo/.cache/jars"
+case "${1:-}" in
+  "") out="$repo/.cache/jars"; pom="$repo/jars/pom.xml" ;;
+  s3) out="$repo/.cache/jars-s3"; pom="$repo/jars/s3/pom.xml" ;;
+  *) echo "usage: $0 [s3]" >&2; exit 2 ;;
+esac
 stamp="$out/.resolved-from"
-pom="$repo/jars/pom.xml"
+# One fetch at a time per directory (two test workers may ask for the S3A jars at once): the others
+# wait, then find the stamp.
+mkdir -p "$(dirname "$out")"
+exec 9>"$out.lock"
+flock 9
 
 want=$(sha1sum "$pom" | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then

@@ -36,12 +36,14 @@ def run(spark: SparkSession, spec_json: dict[str, Any]) -> dict[str, Any]:
     """Parse the spec and run its job in an existing session (classic or Spark Connect); the result
     always has a ``status``."""
     from spark_jobs.contract import parse_spec
+    from spark_jobs.delta.object_store import require_conditional_writes
     from spark_jobs.state.lineage import record_run
     from spark_jobs.session import running_in
 
     started = time.monotonic()
     try:
         spec = parse_spec(spec_json)
+        require_conditional_writes(spec.warehouse)  # before anything is written (a store unsafe to commit on)
         with running_in(spark):
             result = with_column_lineage(spark, spec, load_job(spec.job)(spark, spec))
             # after success only: a failed job leaves no lineage row
@@ -112,7 +114,10 @@ def failure(exc: Exception, warehouse: str | None) -> dict[str, Any]:
             "traceback": traceback.format_exc(limit=20)}
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, ship: str | None = None) -> int:
+    """Run the job of ``--spec`` in a new classic session, write ``--result``. ``ship``: a zip of the
+    ``spark_jobs`` package the executors do not have yet (cluster deploy mode runs from such a bundle,
+    :mod:`airflow_reverse_etl.hooks.cluster_driver`), handed to them as ``--py-files`` would."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spec", required=True, help="URI of the job spec JSON")
     parser.add_argument("--result", required=True, help="URI to write the job result JSON to")
@@ -124,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = build_session()
     spark.sparkContext.setLogLevel("WARN")
+    if ship:
+        spark.sparkContext.addPyFile(ship)
     spec = json.loads(read_text(spark, args.spec))
     result = run(spark, spec)
     result["spark"] = where(spark)

@@ -25,10 +25,11 @@ class ConnectPipeline:
     """One snapshot table and one consumer of it on the server at ``url``; each :meth:`round` is one
     logical date: a new source version, its snapshot, the consumer's diff and the sync."""
 
-    def __init__(self, url: str, work: Path, destination: dict[str, Any], timeout_s: float | None = None):
-        self.url, self.destination, self.timeout_s = url, destination, timeout_s
+    def __init__(self, url: str, work: Path, destination: dict[str, Any], timeout_s: float | None = None,
+                 warehouse: str | None = None, name: str = "customers"):
+        self.url, self.destination, self.timeout_s, self.name = url, destination, timeout_s, name
         work.mkdir(parents=True, exist_ok=True)
-        self.warehouse = str(work / "warehouse")
+        self.warehouse = warehouse or str(work / "warehouse")
         self.source = str(work / "source.parquet")
         self.rounds = 0
 
@@ -54,9 +55,9 @@ class ConnectPipeline:
         pq.write_table(pa.table({"id": pa.array(ids, pa.int32()),
                                  "name": [f"name-{i}-{self.rounds}" for i in ids]}), self.source)
         self.rounds += 1
-        self.ok({"job": "snapshot", "name": "customers", "primary_key": ["id"], "logical_date": date,
+        self.ok({"job": "snapshot", "name": self.name, "primary_key": ["id"], "logical_date": date,
                  "run_id": f"run-{date}", "source": {"format": "parquet", "path": self.source}})
-        return self.ok({"job": "diff", "table": "snapshots/customers", "consumer": "crm"})
+        return self.ok({"job": "diff", "table": f"snapshots/{self.name}", "consumer": "crm"})
 
     def sync_spec(self, changes: dict[str, Any]) -> dict[str, Any]:
         return {"job": "sync", **change_set_fields(changes), "destination": self.destination,

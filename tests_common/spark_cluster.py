@@ -38,6 +38,26 @@ class SparkCluster:
     master_url: str
     state_dir: Path  # logs, pid files, the worker's work dir (one directory per application)
 
+    @property
+    def rest_port(self) -> int:
+        """The master's REST submission server (drivers in cluster deploy mode)."""
+        return int(os.environ.get("ARETL_SPARK_MASTER_REST_PORT", "56066"))
+
+    def state(self) -> dict:
+        """The master's state as its web UI's JSON shows it: workers, applications, drivers."""
+        import urllib.request
+
+        port = os.environ.get("ARETL_SPARK_MASTER_UI_PORT", "58080")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/", timeout=30) as response:
+            return json.loads(response.read())
+
+    def cluster_mode_connection(self) -> str:
+        """The cluster as a ``spark`` connection running jobs in cluster deploy mode (JSON form of an
+        ``AIRFLOW_CONN_<ID>`` variable)."""
+        host, port = self.master_url.rsplit(":", 1)
+        return json.dumps({"conn_type": "spark", "host": host, "port": int(port),
+                           "extra": {"deploy-mode": "cluster", "rest-port": self.rest_port}})
+
 
 def _script(command: str, timeout: float) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHON": sys.executable}
@@ -84,6 +104,12 @@ class ClusterClient:
     conf_dir: Path
     event_log_dir: Path
     executor_python: Path
+
+    def configure(self, settings: dict[str, str]) -> None:
+        """Add ``settings`` to the client's ``spark-defaults.conf`` (a test's own client settings, such
+        as the object-store tests' S3A connector and endpoint)."""
+        with (self.conf_dir / "spark-defaults.conf").open("a") as defaults:
+            defaults.writelines(f"{key} {value}\n" for key, value in settings.items())
 
     def executor_python_launches(self) -> int:
         """How many Python processes the executors started through :attr:`executor_python`."""

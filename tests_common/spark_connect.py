@@ -96,16 +96,18 @@ def _state_dir(port: int) -> Path:
     return Path(os.environ.get("ARETL_SPARK_CONNECT_DIR") or REPO / ".cache" / "services" / f"spark-connect-{port}")
 
 
-def _script(command: str, port: int, timeout: float) -> subprocess.CompletedProcess:
+def _script(command: str, port: int, timeout: float, conf: dict[str, str] | None = None,
+            classpath: str | None = None) -> subprocess.CompletedProcess:
     events = _state_dir(port) / "events"
     events.mkdir(parents=True, exist_ok=True)  # Spark wants the event log directory to exist
     env = {**os.environ, "PYTHON": sys.executable, PORT_ENV: str(port),
            # a test-sized server: small shuffles, a modest heap (the machine is shared)
            "ARETL_SPARK_CONNECT_MASTER": "local[2]", "ARETL_SPARK_CONNECT_DRIVER_MEMORY": "1g",
+           "ARETL_SPARK_CONNECT_CLASSPATH": classpath or "",
            "ARETL_SPARK_CONNECT_CONF": " ".join(f"{key}={value}" for key, value in {
                **TEST_SPARK_CONF, **LONG_LIVED_JVM_CONF, "spark.sql.session.timeZone": "UTC",
                "spark.eventLog.enabled": "true",
-               "spark.eventLog.dir": f"file:{events}", "spark.eventLog.compress": "false"}.items())}
+               "spark.eventLog.dir": f"file:{events}", "spark.eventLog.compress": "false", **(conf or {})}.items())}
     return subprocess.run(["bash", str(SCRIPT), command], env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
@@ -131,9 +133,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             stop_server(port)
 
 
-def start_server(port: int) -> SparkConnectServer:
-    """Start the script's server on ``port`` (or find it running there)."""
-    started = _script("start", port, 240)
+def start_server(port: int, conf: dict[str, str] | None = None, classpath: str | None = None) -> SparkConnectServer:
+    """Start the script's server on ``port`` (or find it running there), with extra Spark settings
+    ``conf`` and driver ``classpath`` (the object-store tests' S3A connector)."""
+    started = _script("start", port, 240, conf, classpath)
     if started.returncode != 0:
         raise RuntimeError(f"Could not start the Spark Connect server:\n{started.stderr}")
     state_dir = _state_dir(port)
@@ -147,12 +150,13 @@ def stop_server(port: int) -> None:
 
 
 @contextlib.contextmanager
-def own_server() -> Iterator[SparkConnectServer]:
-    """A server of its own on a free port, for a test that kills it or a benchmark that measures
-    it (the run's server is shared); stopped afterwards, whatever the block did to it."""
+def own_server(conf: dict[str, str] | None = None, classpath: str | None = None) -> Iterator[SparkConnectServer]:
+    """A server of its own on a free port, for a test that kills it, a benchmark that measures it or
+    tests that need other jars (the run's server is shared); stopped afterwards, whatever the block
+    did to it."""
     port = free_port()
     try:
-        yield start_server(port)
+        yield start_server(port, conf, classpath)
     finally:
         stop_server(port)
 

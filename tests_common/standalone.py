@@ -16,7 +16,9 @@ stops it as soon as its last user is done: :func:`pytest_runtest_teardown`) with
 - the project's connections as ``AIRFLOW_CONN_*``: ``spark_default`` is the Spark Connect server of
   :mod:`tests_common.spark_connect` (no JVM per task: jobs are clients of one server);
 - the reverse-ETL warehouse and the demo DAG's files under the home (:attr:`AirflowStandalone.warehouse`,
-  :attr:`AirflowStandalone.demo_dir`).
+  :attr:`AirflowStandalone.demo_dir`);
+- the operators' pool (``[reverse_etl] pool = reverse_etl``, 4 slots, as many as the instance's
+  parallelism), created as a deployment creates it (``airflow pools set``).
 
 The :class:`AirflowStandalone` it yields runs the ``airflow`` CLI against that instance
 (:meth:`~AirflowStandalone.cli`, :meth:`~AirflowStandalone.backfill`, :meth:`~AirflowStandalone.clear`,
@@ -49,6 +51,8 @@ from tests_common.paths import REPO
 from tests_common.spark_connect import free_port
 
 START_TIMEOUT = 300.0
+#: the operators' pool of the tests' instance (``[reverse_etl] pool``), created when it starts
+POOL = "reverse_etl"
 FINISHED = ("success", "failed")
 
 
@@ -354,10 +358,13 @@ def airflow_standalone(request, tmp_path_factory, spark_connect_server, postgres
 
     home = tmp_path_factory.mktemp("airflow-standalone")
     database = f"airflow_{os.getpid()}"  # of this session's worker: sessions side by side share the server
-    metadata = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": fresh_database(postgres_server, database)}
+    settings = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": fresh_database(postgres_server, database),
+                "AIRFLOW__REVERSE_ETL__POOL": POOL}
     try:
         with running_standalone(home, {"spark_default": spark_connect_server.airflow_connection()},
-                                metadata) as instance:
+                                settings) as instance:
+            # as a deployment does: the operators' pool ([reverse_etl] pool), sized to the parallelism
+            instance.cli("pools", "set", POOL, "4", "Reverse-ETL Spark jobs")
             request.config.stash[_running] = instance
             yield instance
     finally:

@@ -42,6 +42,10 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_reverse_etl import config
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlInfrastructureError, job_failure
+from airflow_reverse_etl.hooks.cluster_driver import (
+    ACTIVE, PYTHON_RUNNER, USER_JAR, ClusterDriver, driver_bundle, driver_state, kill_driver, submit_environment,
+    wait_for_driver,
+)
 from airflow_reverse_etl.hooks.spark_connect_runner import SparkConnectRunner, TaskAttempt
 from spark_jobs.contract import DELTA_CONF, SPARK_PACKAGES, JobSpec, Warehouse
 from spark_jobs.session import local_jars  # import-safe: no pyspark
@@ -127,6 +131,7 @@ class SparkJobHook(BaseHook):
         self.submit_kwargs = submit_kwargs
         self._submit_hook: SparkSubmitHook | None = None
         self._connect_runner: SparkConnectRunner | None = None
+        self._driver: ClusterDriver | None = None
 
     def _jars_and_conf(self) -> tuple[str | None, dict[str, Any]]:
         conf = {**DELTA_CONF, **self.spark_conf}
@@ -159,12 +164,8 @@ class SparkJobHook(BaseHook):
         A failed job raises the :mod:`~airflow_reverse_etl.exceptions` class of its error's category,
         with the job's own message (configuration and data errors: no retry)."""
         job = spec.job
-        if not spec.warehouse:
-            spec = replace(spec, warehouse=self.warehouse)
-        job_dir = self._job_dir(job)
+        job_dir, spec_json = self._write_spec(spec)
         spec_uri, result_uri = f"{job_dir}/spec.json", f"{job_dir}/result.json"
-        spec_json = spec.to_dict()
-        self._write_json(spec_uri, spec_json)
 
         connect_url = self._spark_connect_url()
         if connect_url:
@@ -172,10 +173,82 @@ class SparkJobHook(BaseHook):
             self._write_json(result_uri, result)
         else:
             result = self._submit(job, spec_uri, result_uri, secrets, name)
+        return self.checked_result(job_dir, result)
+
+    def _write_spec(self, spec: JobSpec) -> tuple[str, dict[str, Any]]:
+        """Write ``spec`` (in the hook's warehouse unless it names one) to a new job directory:
+        (the directory, the spec as written)."""
+        if not spec.warehouse:
+            spec = replace(spec, warehouse=self.warehouse)
+        job_dir = self._job_dir(spec.job)
+        spec_json = spec.to_dict()
+        self._write_json(f"{job_dir}/spec.json", spec_json)
+        return job_dir, spec_json
+
+    @staticmethod
+    def checked_result(job_dir: str, result: dict[str, Any]) -> dict[str, Any]:
+        """The job's result with its directory, or the typed error of its failure."""
         if result.get("status") != "success":
-            raise job_failure(job, result.get("error") or {})
+            raise job_failure(str(result.get("job")), result.get("error") or {})
         result["job_dir"] = job_dir
         return result
+
+    # -- cluster deploy mode on a standalone master (:mod:`.cluster_driver`) -------------------------
+    def cluster_deploy_mode(self) -> bool:
+        """Whether jobs run in cluster deploy mode on a standalone master: a ``spark://`` connection
+        whose ``deploy-mode`` extra (or the hook's ``deploy_mode=``) is ``cluster``."""
+        if self._spark_connect_url():
+            return False
+        probe = _LocalDefaultSparkSubmitHook(conn_id=self.conn_id, **self.submit_kwargs)
+        return bool(probe._should_track_driver_status)
+
+    def submit_driver(self, spec: JobSpec, secrets: dict[str, str] | None = None,
+                      name: str | None = None) -> ClusterDriver:
+        """Submit the job of ``spec`` in cluster deploy mode and return its driver as soon as the
+        master accepted it (the job runs on; :meth:`driver_result` takes its result). Jobs that need
+        secrets are refused: a cluster-mode driver does not get the task's environment."""
+        if secrets:
+            raise ReverseEtlConfigError(
+                f"The {spec.job} job needs secrets ({', '.join(sorted(secrets))} in its environment), which "
+                "reach a Spark driver only in client deploy mode: run it in client mode (the connection's "
+                "deploy-mode extra) or over Spark Connect.")
+        job_dir, spec_json = self._write_spec(spec)
+        jars, conf = self._jars_and_conf()
+        self._submit_hook = _LocalDefaultSparkSubmitHook(
+            conf=conf, conn_id=self.conn_id, jars=jars, java_class=PYTHON_RUNNER,
+            name=name or f"airflow-reverse-etl-{spec.job}", **self.submit_kwargs,
+            application_args=[USER_JAR, USER_JAR, "--spec", f"{job_dir}/spec.json",
+                              "--result", f"{job_dir}/result.json"],
+        )
+        rest_url = self._submit_hook._connection["rest_endpoint"]
+        if not rest_url:
+            raise ReverseEtlConfigError(f"Connection {self.conn_id!r}: cluster deploy mode needs one standalone "
+                                        "master with its REST submission server (spark.master.rest.enabled)")
+        bundle = driver_bundle(spec_json["warehouse"], spark_jobs_archive())
+        try:
+            driver_id = self._submit_hook.submit(application=bundle, env=submit_environment())
+        except AirflowException as exc:
+            raise ReverseEtlInfrastructureError(f"The Spark master did not accept the {spec.job} job: {exc}") from exc
+        assert driver_id, "SparkSubmitHook returns the driver id in standalone cluster mode or raises"
+        self._driver = ClusterDriver(driver_id=driver_id, job_dir=job_dir, rest_url=rest_url)
+        self.log.info("Submitted the %s job as driver %s (cluster deploy mode)", spec.job, driver_id)
+        return self._driver
+
+    def driver_state(self, driver: ClusterDriver) -> str:
+        return driver_state(driver)
+
+    def wait_for_driver(self, driver: ClusterDriver) -> dict[str, Any]:
+        """Poll ``driver`` until it ended; its result (or its failure's typed error)."""
+        self._driver = driver
+        return self.driver_result(driver, wait_for_driver(driver))
+
+    def driver_result(self, driver: ClusterDriver, state: str | None = None) -> dict[str, Any]:
+        """The result ``driver`` wrote (``state``: how it ended, for the error when it wrote none)."""
+        result = self._read_result(driver.result_uri)
+        if result is None:
+            raise ReverseEtlInfrastructureError(f"Spark driver {driver.driver_id} ended ({state or 'state unknown'}) "
+                                                f"without a result at {driver.result_uri}")
+        return self.checked_result(driver.job_dir, result)
 
     def _spark_connect_url(self) -> str | None:
         """The Spark Connect URL when the connection has the type ``spark_connect``, else None."""
@@ -244,5 +317,9 @@ class SparkJobHook(BaseHook):
     def on_kill(self) -> None:
         if self._connect_runner is not None:
             self._connect_runner.kill()
+        if self._driver is not None:
+            if driver_state(self._driver) in ACTIVE:
+                kill_driver(self._driver)
+            return
         if self._submit_hook is not None:
             self._submit_hook.on_kill()

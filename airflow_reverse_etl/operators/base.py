@@ -13,22 +13,28 @@ success and on failure) and the extra links (:mod:`airflow_reverse_etl.links`).
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Sequence
 
 from airflow.providers.common.compat.openlineage.utils.spark import (
     inject_parent_job_information_into_spark_properties,
 )
+from airflow.providers.common.compat.sdk import ResumableJobMixin
 from airflow.sdk import Asset, AssetAlias, BaseOperator, conf
 
-from airflow_reverse_etl.exceptions import spec_validation
+from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlInfrastructureError, spec_validation
+from airflow_reverse_etl.hooks.cluster_driver import ACTIVE, FINISHED, ClusterDriver
 from airflow_reverse_etl.hooks.spark_connect_runner import TaskAttempt
 from airflow_reverse_etl.hooks.spark_job import SparkJobHook
+from airflow_reverse_etl.triggers.spark_driver import SparkDriverTrigger
 from airflow_reverse_etl.lineage import operator_lineage, table_asset
 from airflow_reverse_etl.links import JobResultLink, JobSpecLink, SparkApplicationLink
 from spark_jobs.contract import JobSpec, resolved_at_run_time
 
 if TYPE_CHECKING:
+    from pydantic import JsonValue
+
     from airflow_reverse_etl.lineage import Lineage
     from airflow.sdk import Context
     from airflow.sdk.types import RuntimeTaskInstanceProtocol
@@ -47,6 +53,20 @@ log = logging.getLogger(__name__)
 #: them; two DAGs writing one table are not ordered by Airflow, and the loser of such a race fails
 #: with the retryable ``ReverseEtlConcurrentWriteError``.
 DATE_ORDERED = {"depends_on_past": True, "max_active_tis_per_dag": 1}
+
+
+def provider_pool() -> dict[str, str]:
+    """``{"pool": name}`` when ``[reverse_etl] pool`` is set, else nothing (Airflow's ``default_pool``).
+
+    The operators' jobs share the Spark side — one Connect server or one cluster — which a fleet of
+    pipelines would otherwise hand as many concurrent jobs as Airflow has worker slots: a pool sized
+    to that server makes the fleet queue in Airflow instead (docs/guides/clusters-and-object-stores.md,
+    "Sizing"). A task's own ``pool=`` or its DAG's ``default_args`` win. Read when the DAG is parsed,
+    like every operator default taken from Airflow's configuration."""
+    from airflow_reverse_etl import config
+
+    name = config.pool()
+    return {"pool": name} if name else {}
 
 
 def logical_date_of(context: Context) -> str:
@@ -89,8 +109,20 @@ def task_attempt(context: Context) -> TaskAttempt | None:
                        try_number=ti.try_number)
 
 
-class ReverseEtlJobOperator(BaseOperator):
+class ReverseEtlJobOperator(ResumableJobMixin, BaseOperator):
     """Base of the operators that run a :mod:`spark_jobs` job.
+
+    Where the Spark connection runs jobs in cluster deploy mode on a standalone master (a ``spark://``
+    connection with the ``deploy-mode`` extra ``cluster``), the job's driver runs on a worker of the
+    cluster, not in the task (:mod:`airflow_reverse_etl.hooks.cluster_driver`), and the task is
+    *durable*, as the apache-spark provider's ``SparkSubmitOperator`` (Airflow's
+    :class:`~airflow.sdk.ResumableJobMixin`): the driver's submission id is kept in the task state
+    store, so a retry after the worker was lost reattaches to the running driver (or takes the result
+    of the one that finished) instead of running the job again, and ``on_kill`` kills the driver. With
+    ``deferrable`` the task also frees its worker slot while the driver runs
+    (:class:`~airflow_reverse_etl.triggers.spark_driver.SparkDriverTrigger`). In client mode (the
+    driver is the task's child process) and over Spark Connect (the task is the client) there is
+    nothing to defer to or reattach: the job runs in the task (docs/guides/clusters-and-object-stores.md).
 
     :param spark_conn_id: Spark connection; without it jobs run on ``local[*]``.
     :param warehouse: warehouse root (default ``[reverse_etl] warehouse``).
@@ -100,8 +132,15 @@ class ReverseEtlJobOperator(BaseOperator):
         the events of Spark's own OpenLineage listener nest under this task. Default:
         ``[openlineage] spark_inject_parent_job_info``. Transport settings are never injected: they
         may hold an API key, and Spark settings end up in argv.
+    :param deferrable: in cluster deploy mode, wait for the driver in the triggerer instead of the
+        worker. Default: ``[operators] default_deferrable``.
+    :param durable: in cluster deploy mode, keep the driver's id so that a retry reattaches to it
+        (default True; Airflow 3.3+, ignored before).
+    :param poll_interval: seconds between two looks at a cluster-mode driver's state while deferred.
     """
 
+    #: the task state store's key of the cluster-mode driver (renaming it breaks in-flight retries)
+    external_id_key = "spark_driver"
     job: ClassVar[str]
     #: task defaults of this operator (e.g. :data:`DATE_ORDERED`); arguments override them
     task_defaults: ClassVar[dict[str, Any]] = {}
@@ -113,16 +152,23 @@ class ReverseEtlJobOperator(BaseOperator):
                  spark_conf: dict[str, Any] | None = None,
                  openlineage_inject_parent_job_info: bool = conf.getboolean(
                      "openlineage", "spark_inject_parent_job_info", fallback=False),
+                 deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+                 poll_interval: float = 5.0,
                  **kwargs: Any) -> None:
         # Airflow hands the DAG's default_args in kwargs["default_args"]: they win over task_defaults
         overridden = {**(kwargs.get("default_args") or {}), **kwargs}
-        super().__init__(**{k: v for k, v in self.task_defaults.items() if k not in overridden}, **kwargs)
+        defaults = {**self.task_defaults, **provider_pool()}
+        super().__init__(**{k: v for k, v in defaults.items() if k not in overridden}, **kwargs)
         self.spark_conn_id = spark_conn_id
         self.warehouse = warehouse
         self.spark_conf = spark_conf
         self.openlineage_inject_parent_job_info = openlineage_inject_parent_job_info
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
         self._hook: SparkJobHook | None = None
         self._result: dict[str, Any] | None = None
+        self._job: tuple[JobSpec, dict[str, str]] | None = None  # cluster mode: what submit_job submits
+        self._polled: dict[str, Any] = {}  # cluster mode: the result poll_until_complete took
 
     @staticmethod
     def check_static(spec_class: type[JobSpec], **values: Any) -> None:
@@ -157,18 +203,104 @@ class ReverseEtlJobOperator(BaseOperator):
         return spark_conf
 
     def execute(self, context: Context) -> dict[str, Any]:
+        with self.skipping_expected(context):
+            return self.run_job(context)
+
+    @contextmanager
+    def skipping_expected(self, context: Context) -> Iterator[None]:
+        """Let :meth:`skip_if_expected` turn a configuration error the operator expects into a skip,
+        whether the job ran in ``execute()`` or resumed from its trigger."""
+        try:
+            yield
+        except ReverseEtlConfigError as exc:
+            self.skip_if_expected(context, exc)
+            raise
+
+    def skip_if_expected(self, context: Context, error: ReverseEtlConfigError) -> None:
+        """Raise ``AirflowSkipException`` when ``error`` means "nothing to do" for this operator."""
+
+    def run_job(self, context: Context) -> dict[str, Any]:
         with spec_validation():  # rendered templates are checked here: a bad value fails without retries
             spec, secrets = self.build_spec(context)
         spec = replace(spec, run_id=context["run_id"], logical_date=logical_date_of(context),
                        dag_id=self.dag_id, task_id=self.task_id)
-        self._hook = SparkJobHook(conn_id=self.spark_conn_id, warehouse=self.warehouse,
-                                  spark_conf=self.job_spark_conf(context))
-        result = self._hook.run_job(spec, secrets=secrets, name=f"{self.dag_id}.{self.task_id}",
-                                    attempt=task_attempt(context))
+        self._hook = self.job_hook(context)
+        if not self._hook.cluster_deploy_mode():
+            return self.finish(context, self._hook.run_job(spec, secrets=secrets, name=self.job_name,
+                                                           attempt=task_attempt(context)))
+        self._job = (spec, secrets)
+        if self.deferrable:
+            self.defer_to_driver(context)
+        # the mixin returns get_job_result(), or nothing when it reattached: then what the poll took
+        return self.finish(context, self.execute_resumable(context) or self._polled)
+
+    @property
+    def job_name(self) -> str:
+        return f"{self.dag_id}.{self.task_id}"
+
+    def job_hook(self, context: Context) -> SparkJobHook:
+        return SparkJobHook(conn_id=self.spark_conn_id, warehouse=self.warehouse,
+                            spark_conf=self.job_spark_conf(context))
+
+    def finish(self, context: Context, result: dict[str, Any]) -> dict[str, Any]:
+        """Log the job's summary, record its Asset events, return it as the task's XCom."""
         self.log.info("%s (%.1fs in Spark)", self.summarize(result), result.get("duration_s", 0))
         self._result = result
         self.record_asset_events(context, result)
         return result
+
+    # -- cluster deploy mode: durable (ResumableJobMixin) and deferrable ----------------------------
+    def submit_job(self, context: Context) -> JsonValue:
+        assert self._hook is not None and self._job is not None, "execute() sets them"
+        spec, secrets = self._job
+        return self._hook.submit_driver(spec, secrets, name=self.job_name).to_json()
+
+    def get_job_status(self, external_id: JsonValue, context: Context) -> str:
+        assert self._hook is not None
+        return self._hook.driver_state(ClusterDriver.from_json(external_id))
+
+    def is_job_active(self, status: str) -> bool:
+        return status in ACTIVE
+
+    def is_job_succeeded(self, status: str) -> bool:
+        return status == FINISHED
+
+    def poll_until_complete(self, external_id: JsonValue, context: Context) -> None:
+        """Wait for the driver and take its result (or raise its failure)."""
+        assert self._hook is not None
+        self._polled = self._hook.wait_for_driver(ClusterDriver.from_json(external_id))
+
+    def get_job_result(self, external_id: JsonValue, context: Context) -> dict[str, Any]:
+        """The result the poll took, or (a driver that had finished before this attempt) the one it wrote."""
+        assert self._hook is not None
+        return self._polled or self._hook.driver_result(ClusterDriver.from_json(external_id))
+
+    def defer_to_driver(self, context: Context) -> None:
+        """Defer to a :class:`SparkDriverTrigger` on the driver of this task instance: the one an
+        earlier attempt left running (the task state store keeps it, as for a durable retry), else a
+        new submission, kept there before deferring."""
+        store = context.get("task_state_store") if self.durable else None
+        kept = store.get(self.external_id_key) if store is not None else None
+        if kept and self.get_job_status(kept, context) in ACTIVE:
+            driver = ClusterDriver.from_json(kept)
+            self.log.info("Deferring to the driver an earlier attempt submitted: %s", driver.driver_id)
+        else:
+            driver = ClusterDriver.from_json(self.submit_job(context))
+            if store is not None:
+                store.set(self.external_id_key, driver.to_json())
+        self.defer(trigger=SparkDriverTrigger(driver=driver.to_json(), poll_interval=self.poll_interval),
+                   method_name="execute_complete")
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Resumed from :class:`SparkDriverTrigger`: the driver ended; its result is the task's."""
+        driver = ClusterDriver.from_json(event["driver"])
+        if event.get("error"):
+            raise ReverseEtlInfrastructureError(event["error"])
+        self._hook = self.job_hook(context)
+        with self.skipping_expected(context):
+            if event.get("result") is None:
+                return self.finish(context, self._hook.driver_result(driver, event.get("state")))
+            return self.finish(context, self._hook.checked_result(driver.job_dir, event["result"]))
 
     def record_asset_events(self, context: Context, result: dict[str, Any]) -> None:
         """Give each written table's Asset event its metadata (Delta version, counts). A table that is

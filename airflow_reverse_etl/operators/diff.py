@@ -95,13 +95,9 @@ class DiffOperator(ReverseEtlJobOperator):
         return DiffSpec.of(table=table, to_version=version, consumer=self.consumer, columns=self.columns,
                            full_resync=self.full_resync, primary_key=self.primary_key), {}
 
-    def execute(self, context: Context) -> dict[str, Any]:
-        try:
-            return super().execute(context)
-        except ReverseEtlConfigError as exc:
-            if exc.raised_as(AlreadyDeliveredError):
-                raise AirflowSkipException(exc.error["message"]) from None
-            raise
+    def skip_if_expected(self, context: Context, error: ReverseEtlConfigError) -> None:
+        if error.raised_as(AlreadyDeliveredError):
+            raise AirflowSkipException(error.error["message"]) from None
 
     def written_assets(self, result: dict[str, Any]) -> list[tuple[Asset, dict[str, Any]]]:
         feed = f"{config.warehouse_uri(self.warehouse)}/{change_feed_rel(result['consumer'], result['table'])}"

@@ -114,15 +114,11 @@ class SnapshotOperator(ReverseEtlJobOperator):
         values, secrets = self.snapshot_values()
         return SnapshotSpec.of(**values), secrets
 
-    def execute(self, context: Context) -> dict[str, Any]:
-        try:
-            return super().execute(context)
-        except ReverseEtlConfigError as exc:
-            if exc.raised_as(PastDateRefusedError):
-                reason = f"{exc.error['message']} {self.rebuild_instructions(context)}"
-                self.log.warning("Skipped, this date is refused: %s", reason)
-                raise AirflowSkipException(reason) from None
-            raise
+    def skip_if_expected(self, context: Context, error: ReverseEtlConfigError) -> None:
+        if error.raised_as(PastDateRefusedError):
+            reason = f"{error.error['message']} {self.rebuild_instructions(context)}"
+            self.log.warning("Skipped, this date is refused: %s", reason)
+            raise AirflowSkipException(reason) from None
 
     def rebuild_instructions(self, context: Context) -> str:
         """What to run to record this refused date after all, in Airflow terms."""

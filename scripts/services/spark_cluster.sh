@@ -10,6 +10,8 @@
 # Environment (all optional):
 #   ARETL_SPARK_MASTER_PORT        master RPC port (default 57077)
 #   ARETL_SPARK_MASTER_UI_PORT     master web UI port, bound to 127.0.0.1 (default 58080)
+#   ARETL_SPARK_MASTER_REST_PORT   master REST submission server, bound to 127.0.0.1 (default 56066): the
+#                                  status and kill of drivers in cluster deploy mode
 #   ARETL_SPARK_WORKER_PORT        worker RPC port (default 57078)
 #   ARETL_SPARK_WORKER_UI_PORT     worker web UI port, bound to 127.0.0.1 (default 58081)
 #   ARETL_SPARK_WORKER_CORES       cores the worker offers (default 2)
@@ -28,6 +30,7 @@ source "$repo/scripts/services/lib.sh"
 host=127.0.0.1
 master_port=${ARETL_SPARK_MASTER_PORT:-57077}
 master_ui_port=${ARETL_SPARK_MASTER_UI_PORT:-58080}
+master_rest_port=${ARETL_SPARK_MASTER_REST_PORT:-56066}
 worker_port=${ARETL_SPARK_WORKER_PORT:-57078}
 worker_ui_port=${ARETL_SPARK_WORKER_UI_PORT:-58081}
 worker_cores=${ARETL_SPARK_WORKER_CORES:-2}
@@ -69,8 +72,9 @@ launch() {
     export SPARK_HOME="$home" SPARK_LOCAL_IP=$host SPARK_LOCAL_HOSTNAME=$host SPARK_PUBLIC_DNS=$host
     export SPARK_CONF_DIR="$dir/conf" SPARK_LOG_DIR="$dir/logs" SPARK_WORKER_DIR="$dir/work"
     export SPARK_NO_DAEMONIZE=1
-    # No REST submission server (port 6066 by default): client deploy mode does not need it.
-    export SPARK_MASTER_OPTS="${SPARK_MASTER_OPTS:-} -Dspark.master.rest.enabled=false"
+    # The REST submission server answers the state of a cluster-mode driver and kills it (the
+    # operators' durable and deferrable cluster mode); loopback only, like everything here.
+    export SPARK_MASTER_OPTS="${SPARK_MASTER_OPTS:-} -Dspark.master.rest.enabled=true -Dspark.master.rest.port=$master_rest_port -Dspark.master.rest.host=$host"
     exec nohup "$home/bin/spark-class" "$class" "$@" >> "$out" 2>&1 < /dev/null
   ) &
   echo $! > "$dir/$name.pid"
@@ -116,6 +120,7 @@ start() {
   if ! running_pid master "$master_class" >/dev/null; then
     check_port_free "$master_port" "master"
     check_port_free "$master_ui_port" "master web UI"
+    check_port_free "$master_rest_port" "master REST submission server"
     log "starting the master on $master_url (web UI http://$host:$master_ui_port)"
     launch master "$master_class" --host "$host" --port "$master_port" --webui-port "$master_ui_port"
     wait_for_log master "Starting Spark master at $master_url" 60 "$master_class"

@@ -16,6 +16,8 @@
 #   ARETL_SPARK_CONNECT_DRIVER_MEMORY  driver memory of the server (default 2g)
 #   ARETL_SPARK_CONNECT_DIR         log, pid file, scratch dirs (default <repo>/.cache/services/spark-connect-<port>)
 #   ARETL_SPARK_CONNECT_CONF        extra "key=value" Spark settings, separated by spaces
+#   ARETL_SPARK_CONNECT_CLASSPATH   extra classpath of the server's driver JVM, e.g. "<repo>/.cache/jars-s3/*"
+#                                   (the S3A connector for an s3a:// warehouse: `make s3-jars`)
 #   ARETL_SPARK_CONNECT_UI_PORT     port of the server's web UI (default: a free port chosen at start;
 #                                   printed in the log; "off" turns the UI off)
 #   PYTHON                          python with pyspark installed (default <repo>/.venv/bin/python);
@@ -96,6 +98,7 @@ start() {
   mkdir -p "$dir/tmp" "$dir/warehouse"
   local extra=() kv
   for kv in ${ARETL_SPARK_CONNECT_CONF:-}; do extra+=(--conf "$kv"); done
+  [ -z "${ARETL_SPARK_CONNECT_CLASSPATH:-}" ] || extra+=(--driver-class-path "$ARETL_SPARK_CONNECT_CLASSPATH")
 
   local ui_port=${ARETL_SPARK_CONNECT_UI_PORT:-$("$python" -c \
     'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pendulum
 import pytest
+from tests_common.demo import task_xcom
 from tests_common.paths import REPO
 
 pytestmark = pytest.mark.spark_submit  # cluster: from the spark_cluster fixture
@@ -57,17 +58,6 @@ def expected_crm(demo, day: str) -> list[tuple]:
     return [(key, *values, "lake") for key, values in sorted(demo.SOURCE_BY_DAY[day].items())]
 
 
-def xcom(run, task_id: str) -> dict:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        value = session.scalar(
-            XComModel.get_many(run_id=run.run_id, dag_ids=run.dag_id, task_ids=task_id, key="return_value")
-            .with_only_columns(XComModel.value))
-    return XComModel.deserialize_value(type("X", (), {"value": value})())
-
-
 def test_executor_python_lacks_the_project(cluster_client):
     """The premise of the shipping check: without --py-files, executors cannot import spark_jobs."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -92,7 +82,7 @@ def test_demo_dag_runs_unchanged_on_a_standalone_cluster(airflow_db, spark_clust
         states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
         assert set(states.values()) == {"success"}, f"{day}: {states}"
         assert crm_rows(demo.CRM_DATABASE) == expected_crm(demo, day), day
-        syncs.append(xcom(run, "sync_crm"))
+        syncs.append(task_xcom(run, "sync_crm"))
 
     # Client deploy mode on the standalone master; each result came back through the warehouse.
     for result in syncs:
