@@ -91,7 +91,7 @@ class DeltaCommitTrigger(BaseEventTrigger):
 
     @property
     def claim_uri(self) -> str:
-        return Warehouse(self.warehouse).system(f"watchers/{table_rel(self.snapshot)}.json")
+        return Warehouse(self.warehouse).watcher_claim(table_rel(self.snapshot))
 
     def describe(self) -> str:
         return f"commits of {self.source} not yet recorded by {self.snapshot_uri}"

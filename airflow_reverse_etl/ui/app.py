@@ -16,15 +16,14 @@ from fastapi.responses import HTMLResponse
 from airflow_reverse_etl.config import warehouse_uri
 from airflow_reverse_etl.ui import page, summary
 from airflow_reverse_etl.ui.tables import read_rows
-
-
-def _system_table(name: str) -> str:
-    return f"{warehouse_uri()}/_system/{name}"
+from spark_jobs.contract import Warehouse
+from spark_jobs.contract.system_tables import REJECTS, RUNS
 
 
 def _history() -> tuple[list[summary.Sync], list[dict[str, Any]]]:
-    rejects = summary.pending_rejects(read_rows(_system_table("rejects"), summary.REJECT_COLUMNS))
-    return summary.summarise(read_rows(_system_table("runs"), summary.RUN_COLUMNS), rejects), rejects
+    wh = Warehouse(warehouse_uri())
+    rejects = summary.pending_rejects(read_rows(REJECTS.uri(wh), summary.REJECT_COLUMNS))
+    return summary.summarise(read_rows(RUNS.uri(wh), summary.RUN_COLUMNS), rejects), rejects
 
 
 def create_app() -> FastAPI:

@@ -67,6 +67,7 @@ from spark_jobs.contract.options import (
     required_text,
     text,
 )
+from spark_jobs.contract.layout import snapshot_rel, wide_rel
 from spark_jobs.errors import ConfigError
 
 # Aggregates whose result depends on the order rows arrive in: only a sequence (a group's G or the
@@ -149,7 +150,7 @@ class Source(Options):
             _refuse_full_join_options(raw, where)
         elif not raw.get("key"):
             raw = {**raw, "key": {k: k for k in key}}
-        source = super().from_dict({"table": f"snapshots/{name}", **raw}, where)
+        source = super().from_dict({"table": snapshot_rel(name), **raw}, where)
         source.check_link(key, where)
         return source
 
@@ -236,7 +237,7 @@ class WideTable(Options):
 
     @property
     def rel(self) -> str:
-        return f"wide/{self.name}"
+        return wide_rel(self.name)
 
     @property
     def full_sources(self) -> list[Source]:

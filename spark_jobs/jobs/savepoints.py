@@ -11,20 +11,19 @@ from typing import TYPE_CHECKING
 
 from datetime import datetime, timezone
 from spark_jobs.contract import SavepointResult, SavepointSpec, Warehouse, table_ref
+from spark_jobs.contract.system_tables import SAVEPOINTS
 from spark_jobs.delta.lake import ensure_system_table, merge_into, retry_on_conflict
 from spark_jobs.delta.timetravel import target_version
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-TABLE = "savepoints"
-DDL = "table STRING, version BIGINT, logical_date STRING, name STRING, created_at TIMESTAMP, run_id STRING"
 
 
 def savepointed_versions(spark: SparkSession, wh: Warehouse, rel: str) -> list[int]:
     """The savepointed versions of ``rel``, oldest first (one row per savepoint: small)."""
-    uri = wh.system(TABLE)
-    ensure_system_table(spark, uri, DDL)
+    uri = SAVEPOINTS.uri(wh)
+    ensure_system_table(spark, uri, SAVEPOINTS.ddl)
     rows = spark.read.format("delta").load(uri).where(f"`table` = '{rel}'").select("version").distinct().collect()
     return sorted(int(r["version"]) for r in rows)
 
@@ -36,10 +35,10 @@ def run_savepoint(spark: SparkSession, spec: SavepointSpec) -> SavepointResult:
     entry = target_version(wh.uri(rel), spec.version, spec.target_logical_date)
     date = entry["metadata"].get("logical_date")
     name = spec.savepoint_name or f"v{entry['version']}"
-    uri = wh.system(TABLE)
-    ensure_system_table(spark, uri, DDL)
+    uri = SAVEPOINTS.uri(wh)
+    ensure_system_table(spark, uri, SAVEPOINTS.ddl)
     row = spark.createDataFrame(
-        [(rel, int(entry["version"]), date, name, datetime.now(timezone.utc), spec.run_id)], DDL)
+        [(rel, int(entry["version"]), date, name, datetime.now(timezone.utc), spec.run_id)], SAVEPOINTS.ddl)
 
     @retry_on_conflict
     def _upsert() -> None:

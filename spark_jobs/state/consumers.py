@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable
 
 from spark_jobs.contract import Warehouse
+from spark_jobs.contract.system_tables import CONSUMERS
 from spark_jobs.delta.driver_tables import VersionTaken, append, commit_after
 from spark_jobs.errors import AlreadyCommittedError, ConcurrentWriteError, StaleCommitError
 from spark_jobs.state import system_tables
@@ -43,9 +44,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from deltalake import DeltaTable
 
-TABLE = "consumers"
-DDL = ("table STRING, consumer STRING, committed_version BIGINT, committed_at TIMESTAMP, run_id STRING, "
-       "seq BIGINT, commit_id STRING")
 #: Which (table, consumer) pairs a read is about.
 Pairs = Callable[[str, str], bool]
 
@@ -69,7 +67,7 @@ class Position:
 
 def positions(wh: Warehouse, pairs: Pairs | None = None) -> dict[tuple[str, str], Position]:
     """(table, consumer) -> its newest commit, for the pairs ``pairs`` accepts (all: None)."""
-    return _newest(system_tables.current(wh.system(TABLE), DDL)[1], pairs)
+    return _newest(system_tables.current(CONSUMERS.uri(wh), CONSUMERS.ddl)[1], pairs)
 
 
 def _newest(rows: pa.Table, pairs: Pairs | None) -> dict[tuple[str, str], Position]:
@@ -124,7 +122,7 @@ def commit_all(wh: Warehouse, versions: dict[tuple[str, str], int], run_id: str 
     current = positions(wh, lambda table, consumer: (table, consumer) in versions)
     next_seq = {pair: (current[pair].seq if pair in current else 0) + 1 for pair in versions}
     rows = _rows([(t, c, v, next_seq[(t, c)]) for (t, c), v in versions.items()], run_id)
-    append(wh.system(TABLE), rows)
+    append(CONSUMERS.uri(wh), rows)
 
 
 def require_position(wh: Warehouse, table_rel: str, consumer: str, from_version: int | None,
@@ -157,11 +155,11 @@ def commit_from(wh: Warehouse, expected: Position, version: int, run_id: str | N
     """Commit ``version`` for the pair only if its newest commit is still ``expected``
     (compare-and-set), else raise :class:`StaleCommitError`."""
     pair = (expected.table, expected.consumer)
-    uri = wh.system(TABLE)
+    uri = CONSUMERS.uri(wh)
     row = _rows([(*pair, version, expected.seq + 1)], run_id)
     own_id = row["commit_id"][0].as_py()
     for attempt in range(CAS_ATTEMPTS):
-        table, rows = system_tables.current(uri, DDL)
+        table, rows = system_tables.current(uri, CONSUMERS.ddl)
         now = _newest(rows, _one(pair)).get(pair, Position(*pair))
         if now.commit_id == own_id:
             return  # an earlier attempt landed, though writing it reported an error (after its commit)
@@ -184,7 +182,7 @@ def _rows(rows: list[tuple[str, str, int, int]], run_id: str | None) -> pa.Table
     """The consumer rows of one commit (one ``commit_id``)."""
     commit_id = uuid.uuid4().hex
     now = datetime.now(timezone.utc)
-    return system_tables.rows_of(DDL, [
+    return system_tables.rows_of(CONSUMERS.ddl, [
         {"table": t, "consumer": c, "committed_version": int(v), "committed_at": now, "run_id": run_id,
          "seq": seq, "commit_id": commit_id} for t, c, v, seq in rows])
 

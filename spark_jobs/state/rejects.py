@@ -19,15 +19,13 @@ from typing import TYPE_CHECKING
 from datetime import datetime, timezone
 
 from spark_jobs.contract import Warehouse
+from spark_jobs.contract.system_tables import REJECTS
 from spark_jobs.delta.lake import (assignments, ensure_system_table, insert_values, is_delta_table, merge_into,
                              retry_on_conflict)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-TABLE = "rejects"
-DDL = ("table STRING, consumer STRING, sink STRING, key STRING, op STRING, change STRING, error STRING, "
-       "attempts BIGINT, version BIGINT, first_seen TIMESTAMP, last_seen TIMESTAMP")
 
 
 def key_json(key: list[str]) -> Column:
@@ -41,7 +39,7 @@ def pending(spark: SparkSession, wh: Warehouse, table_rel: str, consumer: str) -
     """The consumer's open entries (a DataFrame: key, op, change, attempts), or None when it has none."""
     from pyspark.sql import functions as F
 
-    uri = wh.system(TABLE)
+    uri = REJECTS.uri(wh)
     if not is_delta_table(uri):  # nothing was ever rejected in this warehouse
         return None
     entries = (spark.read.format("delta").load(uri)
@@ -81,8 +79,8 @@ def settle(spark: SparkSession, wh: Warehouse, table_rel: str, consumer: str, si
     keys are inserted or updated, the other processed keys leave the ledger."""
     from pyspark.sql import functions as F
 
-    uri = wh.system(TABLE)
-    ensure_system_table(spark, uri, DDL)
+    uri = REJECTS.uri(wh)
+    ensure_system_table(spark, uri, REJECTS.ddl)
     now = datetime.now(timezone.utc)
     source = (
         processed.select(F.col("_key").alias("key")).distinct()

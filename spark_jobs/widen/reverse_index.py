@@ -47,7 +47,7 @@ class LeftJoinInput:
 
 
 def index_uri(wh: Warehouse, t: WideTable, s: Source) -> str:
-    return wh.system(f"wide_index/{t.name}/{s.name}")
+    return wh.wide_index(t.name, s.name)
 
 
 def _on(cols: list[str], left: str = "t", right: str = "s") -> str:
