@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from spark_jobs.errors import ConfigError
 
@@ -218,3 +218,24 @@ def parse_commit_metadata(raw: str | None) -> dict[str, Any]:
     except ValueError:
         return {"text": raw}
     return value if isinstance(value, dict) else {"text": raw}
+
+
+def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, datetime, dict[str, Any]]]:
+    """(logical date, parsed, entry) of the commits on the table's line of history, newest first.
+
+    ``entries`` are commits newest first, each with ``version`` and parsed ``metadata``; a restore to
+    D, or a rebuild from D, hides the older commits tagged with dates after D. Lazy, so a caller
+    looking for one date stops reading the log as soon as it passes it. Both sides read a log with it:
+    the jobs (:mod:`spark_jobs.delta.timetravel`) and the Airflow sensor and trigger.
+    """
+    cutoff: datetime | None = None
+    for entry in entries:
+        date = entry["metadata"].get("logical_date")
+        if not date:
+            continue
+        when = parse_logical_date(date)
+        if cutoff is not None and when > cutoff:
+            continue
+        yield date, when, entry
+        if entry["metadata"].get("job") == "restore" or "rebuild" in entry["metadata"]:
+            cutoff = when if cutoff is None else min(cutoff, when)

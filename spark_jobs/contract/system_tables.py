@@ -6,7 +6,7 @@ sides take a table's place and columns from here, so a column added on one side 
 
 A table's columns are a Spark column list (``"table STRING, version BIGINT"``): Spark parses it when a
 job reads the table as a DataFrame, and the job's driver turns it into the Arrow schema delta-rs writes
-(:func:`spark_jobs.delta.driver_tables.arrow_schema`). Columns are only ever added: a table an older
+(:func:`spark_jobs.state.system_tables.arrow_schema`). Columns are only ever added: a table an older
 release wrote lacks the newer ones, which read as nulls.
 """
 

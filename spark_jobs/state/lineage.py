@@ -52,9 +52,9 @@ def record_run(spec: JobSpec, result: dict[str, Any], duration_s: float) -> None
         "recorded_at": datetime.now(timezone.utc), "duration_s": round(float(duration_s), 3),
         "columns": _columns(result.get("column_lineage")),
     }
-    system_tables.record(LINEAGE.uri(spec.lake), LINEAGE.ddl, row)
+    system_tables.record(spec.lake, LINEAGE, row)
 
 
 def read_lineage(spark: SparkSession, warehouse: str) -> DataFrame:
     """The lineage table as a DataFrame (empty when no job has run yet)."""
-    return system_tables.read(spark, LINEAGE.uri(Warehouse(warehouse)), LINEAGE.ddl)
+    return system_tables.read(spark, Warehouse(warehouse), LINEAGE)

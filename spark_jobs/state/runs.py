@@ -42,5 +42,5 @@ def record(wh: Warehouse, spec: SyncSpec, *, sink: str, destination: str, status
         **{name: int(stats.get(name, 0)) for name in ("sent", "inserted", "updated", "deleted", "rejected", "retried")},
         "outcomes": outcomes,
     }
-    system_tables.record(RUNS.uri(wh), RUNS.ddl, {**row, "outcomes": list(outcomes.items())})  # Arrow maps: pairs
+    system_tables.record(wh, RUNS, {**row, "outcomes": list(outcomes.items())})  # Arrow maps: pairs
     return row

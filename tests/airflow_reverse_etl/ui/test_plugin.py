@@ -16,7 +16,7 @@ import pytest
 
 from airflow_reverse_etl.ui import summary
 from airflow_reverse_etl.ui.plugin import UI_ROUTE, URL_PREFIX
-from airflow_reverse_etl.ui.tables import read_rows
+from airflow_reverse_etl.ui.app import read_rows
 from tests_common.paths import REPO
 from tests_common.sync_history import REFUSED, has_deletion_vectors, write_sync_history
 
