@@ -36,6 +36,7 @@ side says what they mean to it (a job: a corrupt table; the Airflow side: whethe
 from __future__ import annotations
 
 import json
+import random
 import re
 import time
 from datetime import datetime, timezone
@@ -181,7 +182,7 @@ def append(uri: str, rows: pa.Table, *, user_metadata: str | None = None) -> Non
     from deltalake import CommitProperties, write_deltalake
 
     properties = CommitProperties(custom_metadata=_user_metadata(user_metadata))
-    _retry_creation(lambda: write_deltalake(
+    _retry_commit(lambda: write_deltalake(
         storage_uri(uri), rows, mode="append", schema_mode="merge", storage_options=storage_options(),
         commit_properties=properties, configuration=_NEW_TABLE))
 
@@ -209,6 +210,33 @@ def commit_after(uri: str, rows: pa.Table, table: DeltaTable | None, *, user_met
         raise
 
 
+def merge(uri: str, rows: pa.Table, key: list[str], update: dict[str, str], *, delete_when: str | None = None,
+          insert_when: str | None = None) -> None:
+    """``MERGE`` ``rows`` (alias ``s``) into the table at ``uri`` (alias ``t``, created with the rows'
+    schema on first use) by the ``key`` columns: a matched row is deleted where ``delete_when`` holds,
+    else its columns are set as ``update`` says (column -> SQL over ``t`` and ``s``); an unmatched row
+    is inserted whole (where ``insert_when`` holds). One commit; one that loses a race with another
+    writer is made again on the table as it is then."""
+    from deltalake import write_deltalake
+
+    def once() -> None:
+        table = open_table(uri)
+        if table is None:
+            write_deltalake(storage_uri(uri), rows.schema.empty_table(), mode="ignore",
+                            storage_options=storage_options(), configuration=_NEW_TABLE)
+            table = open_table(uri)
+        assert table is not None  # created just now, or by another writer
+        on = " AND ".join(f't."{k}" = s."{k}"' for k in key)
+        merging = table.merge(rows, predicate=on, source_alias="s", target_alias="t")
+        if delete_when is not None:
+            merging = merging.when_matched_delete(predicate=delete_when)
+        merging = merging.when_matched_update(updates={f'"{c}"': e for c, e in update.items()})
+        inserted = {f'"{c}"': f's."{c}"' for c in rows.column_names}
+        merging.when_not_matched_insert(updates=inserted, predicate=insert_when).execute()
+
+    _retry_commit(once)
+
+
 def replace_with_nothing(uri: str, schema: pa.Schema) -> None:
     """Make the table at ``uri`` (created, or replaced whatever it held) hold no rows with ``schema``:
     one metadata-only commit, no Spark job."""
@@ -222,8 +250,9 @@ def _user_metadata(text: str | None) -> dict[str, str] | None:
     return None if text is None else {"userMetadata": text}
 
 
-def _retry_creation(write: Callable[[], T], attempts: int = 5) -> T:
-    """``write``, again when it lost the race to create the table (the winner's version 0 exists)."""
+def _retry_commit(write: Callable[[], T], attempts: int = 8) -> T:
+    """``write``, again when its commit lost a race with another writer's (the creation of the table,
+    or a conflicting change), after a growing, jittered pause."""
     from deltalake.exceptions import CommitFailedError
 
     for attempt in range(attempts):
@@ -232,5 +261,5 @@ def _retry_creation(write: Callable[[], T], attempts: int = 5) -> T:
         except CommitFailedError:
             if attempt == attempts - 1:
                 raise
-            time.sleep(0.05 * (attempt + 1))
+            time.sleep(random.uniform(0.05, 0.1) * (attempt + 1))
     raise AssertionError("unreachable")

@@ -38,7 +38,7 @@ def _comparable(row, columns):
 
 def test_the_reader_sees_what_spark_sees_including_deletion_vectors(spark, history):
     rejects_uri = f"{history.warehouse}/_system/rejects"
-    assert has_deletion_vectors(rejects_uri), "the history must settle a reject through a deletion vector"
+    assert has_deletion_vectors(rejects_uri), "the history must leave a deletion vector in the ledger"
     for name, columns in (("runs", summary.RUN_COLUMNS), ("rejects", summary.REJECT_COLUMNS)):
         expected = sorted(_comparable(row, columns) for row in history.spark_rows(spark, name))
         read = read_rows(f"{history.warehouse}/_system/{name}", columns)
