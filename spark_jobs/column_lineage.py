@@ -76,9 +76,9 @@ def _wide_source(t: WideTable, s: Source, output: str, source_uri: str) -> list[
     how = "left join through the reverse index on " + ", ".join(s.on) if s.is_left else None
     links = []
     for wide, col in s.columns.items():
-        aggregate = t.aggregations.get(wide)
+        aggregate = t.aggregate(wide)
         kind = AGGREGATION if aggregate else IDENTITY if wide == col else RENAME
-        description = f"{aggregate} of the merged rows' values" if aggregate else how
+        description = aggregate.describe() if aggregate else how
         links.append(link(output, wide, [(source_uri, col)], kind, description))
     return links
 

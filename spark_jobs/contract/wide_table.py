@@ -51,6 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from spark_jobs.contract.aggregates import AGGREGATES, Aggregate, aggregate
 from spark_jobs.contract.options import (
     Invalid,
     Options,
@@ -68,12 +69,9 @@ from spark_jobs.contract.options import (
     text,
 )
 from spark_jobs.contract.layout import snapshot_rel, wide_rel
+from spark_jobs.contract.wide_table_rules import RULES
 from spark_jobs.errors import ConfigError
 
-# Aggregates whose result depends on the order rows arrive in: only a sequence (a group's G or the
-# table's sequence_field) makes "first", "last" and the list order mean something for late rows.
-ORDERED_AGGREGATES = ("first_value", "last_value", "listagg")
-AGGREGATES = ("sum", "max", "min", "last_non_null_value", *ORDERED_AGGREGATES)
 JOINS = ("full", "left")
 DEFAULT_GROUP = "main"
 ADDS = ("+I", "+U")  # Flink/Paimon row kinds of a changelog source
@@ -106,7 +104,7 @@ def aggregations(value: Any) -> dict[str, str]:
     if not isinstance(value, dict):
         raise Invalid("a mapping {field: aggregate}")
     for column, func in value.items():
-        if func not in AGGREGATES:
+        if not isinstance(func, str) or func not in AGGREGATES:
             raise Invalid(f"a mapping {{field: aggregate}}; unknown aggregate {func!r} for field {column!r}, "
                           f"aggregates: {list(AGGREGATES)}")
     return value
@@ -230,10 +228,8 @@ class WideTable(Options):
         return super().from_dict({**data, "sources": built}, where)
 
     def validate(self) -> None:
-        checks = (_check_unique_sources, _check_key_not_in_columns, _check_left_joins, _check_sequence_field,
-                  _check_sequence_groups, _check_deletes, _check_partitions, _check_aggregations)
-        for check in checks:
-            check(self, self.where())
+        for rule in RULES:
+            rule(self, self.where())
 
     @property
     def rel(self) -> str:
@@ -273,6 +269,11 @@ class WideTable(Options):
                 return source
         raise ConfigError(f"Wide table {self.name}: no source named {name!r}; sources: "
                           f"{[s.name for s in self.sources]}")
+
+    def aggregate(self, column: str) -> Aggregate | None:
+        """The aggregate function of ``column`` (:mod:`.aggregates`), or None for a plain field."""
+        name = self.aggregations.get(column)
+        return None if name is None else aggregate(name, self.listagg_delimiter)
 
     def group_of(self, column: str) -> str | None:
         for group, fields in self.sequence_groups.items():
@@ -317,119 +318,3 @@ def _is_names(value: Any) -> bool:
 def parse(spec: Any) -> WideTable:
     """Build and validate a :class:`WideTable`; every problem raises :class:`ConfigError`."""
     return WideTable.from_dict(spec)
-
-
-def _check_unique_sources(t: WideTable, where: str) -> None:
-    names_ = [s.name for s in t.sources]
-    dupes = sorted({n for n in names_ if names_.count(n) > 1})
-    if dupes:
-        raise ConfigError(f"{where}: source name(s) {dupes} used more than once")
-
-
-def _check_key_not_in_columns(t: WideTable, where: str) -> None:
-    for s in t.sources:
-        in_key = sorted(set(s.columns) & set(t.primary_key))
-        if in_key:
-            raise ConfigError(f"{where}, source {s.name}: primary key column(s) {in_key} belong in "
-                              f"'key', not 'columns'")
-
-
-def _check_left_joins(t: WideTable, where: str) -> None:
-    """A left join owns its columns and joins on a foreign key some other source provides."""
-    full_columns, left_columns = t.full_columns, t.left_columns
-    for s in t.left_sources:
-        owners = [o.name for o in t.sources if o is not s and set(o.columns) & set(s.columns)]
-        if owners or len(set(left_columns)) != len(left_columns):
-            raise ConfigError(f"{where}, left join {s.name}: its columns {sorted(s.columns)} are also "
-                              f"provided by {owners or 'another left join'}; a left join owns its columns")
-        own = sorted(set(s.on) & set(s.columns))
-        if own:
-            raise ConfigError(f"{where}, left join {s.name}: its foreign key column(s) {own} are its own "
-                              f"columns; the key must come from a full join or another left join")
-        missing = sorted(c for c in s.on if c not in full_columns and c not in left_columns)
-        if missing:
-            raise ConfigError(f"{where}, left join {s.name}: foreign key column(s) {missing} are not "
-                              f"provided by any full-join source (they provide {sorted(full_columns)}) "
-                              f"nor by another left join (they provide {sorted(left_columns)})")
-        if set(s.on) & set(t.primary_key):
-            raise ConfigError(f"{where}, left join {s.name}: joins on the primary key are full joins")
-
-
-def _check_sequence_field(t: WideTable, where: str) -> None:
-    if t.sequence_field and t.sequence_field not in t.full_columns:
-        raise ConfigError(f"{where}: sequence_field {t.sequence_field!r} is not a column of any full-join "
-                          f"source; columns: {sorted(t.full_columns)}")
-
-
-def _check_sequence_groups(t: WideTable, where: str) -> None:
-    """Each group names full-join fields, none of them a key or a sequence; a field is in one group;
-    a source carrying a group's fields carries its G too."""
-    seen: dict[str, str] = {}
-    for group, fields in t.sequence_groups.items():
-        if not fields:
-            raise ConfigError(f"{where}: sequence group {group!r} has no fields")
-        for name in (group, *fields):
-            _check_group_member(t, where, group, name)
-        for f in fields:
-            if f in t.sequence_groups:
-                raise ConfigError(f"{where}: {f!r} is the sequence field of its own group and cannot be a "
-                                  f"field of group {group!r}")
-            if f in seen:
-                raise ConfigError(f"{where}: field {f!r} is in two sequence groups: {seen[f]!r} and {group!r}")
-            seen[f] = group
-    for s in t.full_sources:
-        for group, fields in t.sequence_groups.items():
-            carried = sorted(set(fields) & set(s.columns))
-            if carried and group not in s.columns:
-                raise ConfigError(f"{where}, source {s.name}: carries {carried} of sequence group {group!r} "
-                                  f"but not {group!r} itself, so its values could never be applied")
-
-
-def _check_group_member(t: WideTable, where: str, group: str, name: str) -> None:
-    if name in t.primary_key:
-        raise ConfigError(f"{where}: primary key column {name!r} cannot be in sequence group {group!r}")
-    if name not in t.full_columns:
-        raise ConfigError(f"{where}: sequence group {group!r} names unknown field {name!r}; "
-                          f"full-join columns are {sorted(t.full_columns)}")
-    if name == t.sequence_field:
-        raise ConfigError(f"{where}: sequence_field {name!r} cannot be in sequence group {group!r}")
-
-
-def _check_deletes(t: WideTable, where: str) -> None:
-    """remove_row_on_delete contradicts ignore_delete and sequence groups; ignore_retract names fields."""
-    for s in t.full_sources:
-        if s.remove_row_on_delete and t.ignore_delete:
-            raise ConfigError(f"{where}, source {s.name}: remove_row_on_delete and ignore_delete contradict "
-                              f"each other (remove the row, or drop the delete); set one")
-        groups = sorted(g for g in t.sequence_groups if g in s.columns)
-        if s.remove_row_on_delete and groups:
-            raise ConfigError(f"{where}, source {s.name}: remove_row_on_delete and sequence group(s) {groups} "
-                              f"contradict each other (a delete would remove the row or retract the group); "
-                              f"set one")
-    unknown = sorted(set(t.ignore_retract) - t.full_columns)
-    if unknown:
-        raise ConfigError(f"{where}: ignore_retract names field(s) {unknown} that no full-join source "
-                          f"provides; columns: {sorted(t.full_columns)}")
-
-
-def _check_partitions(t: WideTable, where: str) -> None:
-    partition_by = [c for c in t.partition_by if c not in t.primary_key]
-    if len(set(t.partition_by)) != len(t.partition_by) or not set(partition_by) <= t.full_columns:
-        raise ConfigError(f"{where}: partition_by {t.partition_by} must name distinct primary key or full-join "
-                          f"columns (left-join columns change with their right rows); full-join columns are "
-                          f"{sorted(t.full_columns)}")
-
-
-def _check_aggregations(t: WideTable, where: str) -> None:
-    """An aggregate applies to a value field, and one that depends on row order needs a sequence."""
-    columns = set(t.primary_key) | t.full_columns | set(t.left_columns)
-    for column, func in t.aggregations.items():
-        if column not in columns:
-            raise ConfigError(f"{where}: aggregation for unknown field {column!r}; columns: {sorted(columns)}")
-        if column in t.primary_key or column in t.left_columns or column in t.sequence_groups \
-                or column == t.sequence_field:
-            raise ConfigError(f"{where}: field {column!r} cannot be aggregated (it is a key, a sequence "
-                              f"field or a left-join column)")
-        if func in ORDERED_AGGREGATES and not t.group_of(column) and not t.sequence_field:
-            raise ConfigError(f"{where}: aggregate {func!r} on {column!r} depends on row order and needs a "
-                              f"sequence group: add {column!r} to sequence_groups (or set sequence_field)")

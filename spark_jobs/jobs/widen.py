@@ -341,9 +341,9 @@ def _source_events(t: WideTable, s: Source, cdf: DataFrame) -> tuple[DataFrame, 
 
 def _can_retract(t: WideTable, s: Source) -> bool:
     """Whether the source's retractions mean something: it removes rows, carries a sequence group,
-    or (a changelog) carries a ``sum`` that subtracts its values."""
+    or (a changelog) carries an aggregate that takes its values back off (``sum``)."""
     return (s.remove_row_on_delete or any(g in s.columns for g in t.sequence_groups)
-            or (s.is_changelog and any(t.aggregations.get(c) == "sum" for c in s.columns)))
+            or (s.is_changelog and any((a := t.aggregate(c)) is not None and a.retracts for c in s.columns)))
 
 
 def _refuse_deletes(t: WideTable, s: Source, inp: Input, rows: DataFrame, retraction: Column) -> None:
