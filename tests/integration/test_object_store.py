@@ -17,7 +17,7 @@ def test_job_spec_and_result_live_in_an_s3a_warehouse(s3):
 
     hook = SparkJobHook(warehouse=f"s3a://{BUCKET}/warehouse/")
     job_dir = hook._job_dir("sync")
-    assert job_dir.startswith(f"s3a://{BUCKET}/warehouse/_system/jobs/") and job_dir.endswith("-sink-" + job_dir[-8:])
+    assert job_dir.startswith(f"s3a://{BUCKET}/warehouse/_system/jobs/") and job_dir.endswith("-sync-" + job_dir[-8:])
     key = job_dir.removeprefix(f"s3a://{BUCKET}/")
 
     spec = {"job": "sync", "warehouse": hook.warehouse, "table": "snapshots/customers", "to_version": 3}
