@@ -80,7 +80,7 @@ def run_states(airflow, day: str) -> dict[str, str | None]:
 
 def synced_versions(airflow) -> list[tuple[int, bool]]:
     """(to_version, committed) of every sync job, in the order they ran."""
-    results = sorted((airflow.warehouse / "_system" / "jobs").glob("*-sink-*/result.json"))
+    results = sorted((airflow.warehouse / "_system" / "jobs").glob("*-sync-*/result.json"))
     return [(r["to_version"], r["committed"]) for r in map(json.loads, (p.read_text() for p in results))]
 
 
