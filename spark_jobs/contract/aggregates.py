@@ -89,15 +89,25 @@ class Min(Aggregate):
 
 
 @dataclass(frozen=True)
-class FirstValue(Aggregate):
-    name = "first_value"
-    ordered = True
+class _NonNull(Aggregate):
+    """A value a null never replaces: of two values the earlier one stays (``first_value``) or the
+    later one wins (``last_non_null_value``)."""
+
+    keeps_first: ClassVar[bool]
 
     def agg(self, F: Functions, stored: Column, value: Column) -> Column:
-        return F.coalesce(stored, value)
+        return F.coalesce(stored, value) if self.keeps_first else F.coalesce(value, stored)
 
     def agg_reversed(self, F: Functions, stored: Column, value: Column) -> Column:
-        return F.coalesce(value, stored)  # an older event becomes the first value
+        """An older event: it becomes the first value, and is not the last one."""
+        return F.coalesce(value, stored) if self.keeps_first else F.coalesce(stored, value)
+
+
+@dataclass(frozen=True)
+class FirstValue(_NonNull):
+    name = "first_value"
+    ordered = True
+    keeps_first = True
 
 
 @dataclass(frozen=True)
@@ -113,14 +123,9 @@ class LastValue(Aggregate):
 
 
 @dataclass(frozen=True)
-class LastNonNullValue(Aggregate):
+class LastNonNullValue(_NonNull):
     name = "last_non_null_value"
-
-    def agg(self, F: Functions, stored: Column, value: Column) -> Column:
-        return F.coalesce(value, stored)
-
-    def agg_reversed(self, F: Functions, stored: Column, value: Column) -> Column:
-        return F.coalesce(stored, value)
+    keeps_first = False
 
 
 @dataclass(frozen=True)
