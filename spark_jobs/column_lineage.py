@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from spark_jobs.contract import DiffSpec, SyncSpec, SnapshotSpec, WidenSpec
-from spark_jobs.contract.wide_table import Source, WideTable
+from spark_jobs.contract.wide_sources import Source
+from spark_jobs.contract.wide_table import WideTable
 from spark_jobs.delta.columns import data_columns
 from spark_jobs.delta.row_hash import read_table
 

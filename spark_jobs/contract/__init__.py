@@ -19,9 +19,9 @@ A package rather than one module, one idea per module:
 * :mod:`.destinations` — the options of the built-in destinations and the delivery policy;
 * :mod:`.specs` — one spec per job, with its defaults and rules, and :func:`parse_spec`;
 * :mod:`.results` — one result per job;
-* :mod:`.wide_table` — the wide-table spec (sources, joins, aggregations), which the widen job's
-  spec carries and the planning helper checks at DAG parse time, with its rules
-  (:mod:`.wide_table_rules`) and its aggregate functions (:mod:`.aggregates`).
+* :mod:`.wide_table` — the wide-table spec and its rules, which the widen job's spec carries and the
+  planning helper checks at DAG parse time, with its sources (:mod:`.wide_sources`) and its aggregate
+  functions (:mod:`.aggregates`).
 """
 
 from spark_jobs.contract.base import JobResult, JobSpec

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from spark_jobs import crashpoints
 from spark_jobs.contract import Warehouse, WidenResult, WidenSpec, table_ref
-from spark_jobs.contract.wide_table import Source, WideTable
+from spark_jobs.contract.wide_sources import Source
+from spark_jobs.contract.wide_table import WideTable
 from spark_jobs.delta.lake import (
     TABLE_PROPERTIES,
     commit_metadata,

@@ -12,7 +12,8 @@ from __future__ import annotations
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from spark_jobs.contract.wide_table import ADDS, RETRACTIONS, Source, WideTable
+from spark_jobs.contract.wide_sources import ADDS, RETRACTIONS, Source
+from spark_jobs.contract.wide_table import WideTable
 from spark_jobs.errors import DataQualityError
 from spark_jobs.widen import guards, partial_update
 from spark_jobs.widen.changes import ROW_TYPES, Input, unmerged_changes

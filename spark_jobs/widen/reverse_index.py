@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from spark_jobs import crashpoints
 from spark_jobs.contract import Warehouse
-from spark_jobs.contract.wide_table import Source, WideTable
+from spark_jobs.contract.wide_sources import Source
+from spark_jobs.contract.wide_table import WideTable
 from spark_jobs.delta.change_sets import net_changes
 from spark_jobs.delta.lake import (assignments, commit_metadata, ensure_system_table, insert_values, is_delta_table,
                                    merge_into, retry_on_conflict)

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from spark_jobs.contract import Warehouse
-from spark_jobs.contract.wide_table import ADDS, RETRACTIONS, Source, WideTable
+from spark_jobs.contract.wide_sources import ADDS, RETRACTIONS, Source
+from spark_jobs.contract.wide_table import WideTable
 from spark_jobs.delta.keys import require_columns
 from spark_jobs.delta.lake import history, is_delta_table, latest_version
 from spark_jobs.delta.renames import renamed_columns
