@@ -51,9 +51,10 @@ def _versions(uri: str) -> list[int]:
 
 
 def commits(uri: str) -> Iterator[dict[str, Any]]:
-    """The table's commits newest first (the API's commits), each read when it is reached."""
+    """The table's commits newest first (the API's commits), each read when it is reached and up to its
+    ``commitInfo`` line: a poll reads a few lines per commit, however many files a commit added."""
     versions = _versions(uri)
-    found = delta_tables.commits(uri, versions)
+    found = delta_tables.commits(uri, versions, head_whole=False)
     while True:
         with reading_log(uri):
             try:
@@ -98,9 +99,9 @@ class LogFollower:
     triggerer restart loses nothing."""
 
     def head_version(self, uri: str) -> int | None:
-        """The table's newest version, its commit read whole as a job would read it (a damaged head ends
-        the watch naming it, instead of starting a run that would fail on it); None while there is no
-        table."""
+        """The table's newest version, its commit read up to its ``commitInfo`` (a head that is not
+        JSON ends the watch naming it, instead of starting a run that would fail on it); None while
+        there is no table."""
         head = next(commits(uri), None)
         return None if head is None else int(head["version"])
 

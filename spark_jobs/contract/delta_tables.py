@@ -99,15 +99,16 @@ def head_version(uri: str) -> int | None:
     return versions[0] if versions else None
 
 
-def commits(uri: str, versions: list[int] | None = None) -> Iterator[dict[str, Any]]:
+def commits(uri: str, versions: list[int] | None = None, *, head_whole: bool = True) -> Iterator[dict[str, Any]]:
     """The table's commits, newest first, each read when it is reached (a caller looking for one stops
-    reading there); ``versions``: the listing already made (:func:`commit_versions`). The newest commit
-    file is read whole, so one cut after its ``commitInfo`` is a :class:`DamagedCommit` too (the newest
-    commit is the one a job acts on); older ones up to their ``commitInfo`` line."""
+    reading there); ``versions``: the listing already made (:func:`commit_versions`). A commit file is
+    read up to its ``commitInfo`` line; with ``head_whole`` the newest is read whole, so one cut after
+    its ``commitInfo`` is a :class:`DamagedCommit` too (a job acts on the newest commit; a watcher that
+    polls, which acts on nothing, reads no more than it needs)."""
     listed = (commit_versions(uri) if versions is None else versions) or []
     fs, log = _log(uri)
     for version in listed:
-        yield _commit(_commit_info(fs, log, version, whole=version == listed[0]), version)
+        yield _commit(_commit_info(fs, log, version, whole=head_whole and version == listed[0]), version)
 
 
 def table_history(uri: str, limit: int | None = None) -> list[dict[str, Any]] | None:
