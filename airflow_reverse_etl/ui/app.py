@@ -19,7 +19,7 @@ from spark_jobs.contract import Warehouse, delta_tables
 from spark_jobs.contract.system_tables import REJECTS, RUNS
 
 
-def read_rows(uri: str, columns: list[str]) -> list[dict[str, Any]]:
+def table_rows(uri: str, columns: list[str]) -> list[dict[str, Any]]:
     """Every row of the system table at ``uri`` as ``{column: value}`` for ``columns``, read whole with
     the driver-side Delta API (delta-rs: no JVM in the API server; the tables are small, one row per
     sync run or refused record). A table nobody wrote yet reads as no rows; columns an older release
@@ -30,8 +30,8 @@ def read_rows(uri: str, columns: list[str]) -> list[dict[str, Any]]:
 
 def _history() -> tuple[list[summary.Sync], list[dict[str, Any]]]:
     wh = Warehouse(warehouse_uri())
-    rejects = summary.pending_rejects(read_rows(REJECTS.uri(wh), summary.REJECT_COLUMNS))
-    return summary.summarise(read_rows(RUNS.uri(wh), summary.RUN_COLUMNS), rejects), rejects
+    rejects = summary.pending_rejects(table_rows(REJECTS.uri(wh), summary.REJECT_COLUMNS))
+    return summary.summarise(table_rows(RUNS.uri(wh), summary.RUN_COLUMNS), rejects), rejects
 
 
 def create_app() -> FastAPI:
