@@ -171,7 +171,28 @@ def read_rows(table: DeltaTable | None, columns: list[str]) -> pa.Table:
         return pa.table({c: pa.nulls(0) for c in columns})
     quoted = ", ".join(f'"{c}"' for c in present)  # quoted: "table" is an SQL keyword
     rows = pa.table(QueryBuilder().register("t", table).execute(f"SELECT {quoted} FROM t").read_all())
+    rows = rows.cast(pa.schema([field.with_type(_without_views(field.type)) for field in rows.schema]))
     return pa.table({c: rows[c] if c in stored else pa.nulls(rows.num_rows) for c in columns})
+
+
+def _without_views(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with Arrow's view types (``string_view``, ``binary_view``, which delta-rs' SQL engine
+    returns) as their plain forms, nested ones included: pyarrow's compute functions and Spark's
+    ``createDataFrame`` take the plain ones."""
+    import pyarrow as pa
+
+    if pa.types.is_string_view(kind):
+        return pa.string()
+    if pa.types.is_binary_view(kind):
+        return pa.binary()
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.list_(kind.value_field.with_type(_without_views(kind.value_type)))
+    if pa.types.is_struct(kind):
+        return pa.struct([field.with_type(_without_views(field.type)) for field in kind])
+    if pa.types.is_map(kind):
+        return pa.map_(kind.key_field.with_type(_without_views(kind.key_type)),
+                       kind.item_field.with_type(_without_views(kind.item_type)))
+    return kind
 
 
 def append(uri: str, rows: pa.Table, *, user_metadata: str | None = None) -> None:
