@@ -1,80 +1,74 @@
-"""Read a Delta table's commit log with fsspec alone: which versions exist, and the logical date each
-commit carries. Cheap enough to poll from the triggerer, and never starts Spark.
+"""A Delta table's log as the Airflow side reads it: the driver-side Delta API's reads
+(:mod:`spark_jobs.contract.delta_tables`: commit files through fsspec, no Spark, no JVM) with failures
+that say whether waiting helps. Cheap enough to poll from the triggerer.
 
-The commit files are read as the jobs read them (:mod:`spark_jobs.contract.delta_log`): only the
-newest commits, and only up to their ``commitInfo`` line, until the wanted date is passed.
+- :func:`find_version` — the version of a logical date (or the head once it reaches a version), for
+  :class:`~airflow_reverse_etl.sensors.snapshot.SnapshotSensor` and
+  :class:`~airflow_reverse_etl.triggers.delta_version.DeltaVersionTrigger`;
+- :class:`LogFollower` — a table's head and newest commits, for
+  :class:`~airflow_reverse_etl.triggers.delta_commit.DeltaCommitTrigger`.
 
-Why a reader of its own next to delta-rs (:mod:`airflow_reverse_etl.delta_tables`, which the live-sync
-trigger and the UI use): :class:`~airflow_reverse_etl.sensors.snapshot.SnapshotSensor` and
-:class:`~airflow_reverse_etl.triggers.delta_version.DeltaVersionTrigger` wait for a table that may not
-exist yet and must tell it from a directory that will never become one (Spark's ``_SUCCESS`` without
-a ``_delta_log``, or a file) — delta-rs reports both as "table not found"; a corrupt commit is named
-here by file and line, where delta-rs says only "Json error" (an operator has to find the file); and
-each poke is a fresh look, where delta-rs would load the table's whole state (checkpoint, log, file
-list; its ``without_files`` is ignored since 1.x) to answer "which is the newest version", which a
-listing of ``_delta_log`` answers. Kept until delta-rs can open a table's log without its state.
-
-Failures say whether waiting helps: a storage outage (:func:`airflow_reverse_etl.storage.is_transient`)
-raises :class:`ReverseEtlInfrastructureError`; access denied, a path that holds something other than
-a Delta table, or a corrupt commit raise a configuration or data error naming the table.
+Each poll is a fresh look: one listing of ``_delta_log``, then only the commit files the question
+needs, newest first. A table that does not exist yet is worth waiting for (``None``, no commits);
+a path that will never become one — a file, or a directory Spark finished writing without Delta —
+is a configuration error naming it. A storage outage (:func:`airflow_reverse_etl.storage.is_transient`)
+raises :class:`ReverseEtlInfrastructureError`; access denied or a corrupt commit (named by file and
+line) a configuration or data error naming the table.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlDataError
 from airflow_reverse_etl.storage import reading_log
-from spark_jobs.contract import parse_commit_metadata, parse_logical_date
-from spark_jobs.contract.delta_log import DamagedCommit, commit_info, commit_versions
-from spark_jobs.delta.timetravel import walk_recorded
-
-if TYPE_CHECKING:
-    from fsspec import AbstractFileSystem
+from spark_jobs.contract import delta_tables, parse_logical_date
+from spark_jobs.contract.layout import walk_recorded
 
 
-def _refuse_plain_files(fs: AbstractFileSystem, path: str, uri: str) -> None:
+def _refuse_plain_files(uri: str) -> None:
     """A table that does not exist yet is worth waiting for; a file, or a directory Spark finished
     writing without Delta (``_SUCCESS`` but no ``_delta_log``; Delta never writes ``_SUCCESS``), never
     becomes one."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(uri)
     if fs.isfile(path):
-        raise ReverseEtlConfigError(f"{uri} is a file, not a Delta table")
-    if fs.exists(f"{path}/_SUCCESS"):
+        raise ReverseEtlConfigError(f"{uri} is not a Delta table: it is a file")
+    if fs.exists(f"{path.rstrip('/')}/_SUCCESS"):
         raise ReverseEtlConfigError(f"{uri} holds files written without Delta (_SUCCESS, no _delta_log): "
                                     "it is not a Delta table; point at the table the snapshot writes")
 
 
-def _log_versions(fs: AbstractFileSystem, path: str, uri: str) -> list[int]:
-    versions = commit_versions(fs, path)
-    if versions is None:
-        _refuse_plain_files(fs, path, uri)
-        return []
-    return versions
-
-
-def _commit_metadata(fs: AbstractFileSystem, path: str, version: int, uri: str) -> dict[str, Any]:
-    try:
-        return parse_commit_metadata(commit_info(fs, path, version).get("userMetadata"))
-    except DamagedCommit as exc:
-        raise ReverseEtlDataError(f"The Delta log of {uri} is corrupt: {exc}") from exc
-
-
-def log_entries(uri: str) -> Iterator[dict[str, Any]]:
-    """Commits newest first as ``{"version", "metadata"}``, read lazily."""
-    import fsspec
-
-    fs, path = fsspec.core.url_to_fs(uri)
-    path = path.rstrip("/")
-    for version in _log_versions(fs, path, uri):
-        yield {"version": version, "metadata": _commit_metadata(fs, path, version, uri)}
-
-
-def latest_version(uri: str) -> int | None:
-    import fsspec
-
+def _versions(uri: str) -> list[int]:
+    """The table's versions, newest first; none while there is no table (a path that can never hold
+    one refused)."""
     with reading_log(uri):
-        fs, path = fsspec.core.url_to_fs(uri)
-        versions = _log_versions(fs, path.rstrip("/"), uri)
+        versions = delta_tables.commit_versions(uri)
+        if versions is None:
+            _refuse_plain_files(uri)
+    return versions or []
+
+
+def commits(uri: str) -> Iterator[dict[str, Any]]:
+    """The table's commits newest first (the API's commits), each read when it is reached and up to its
+    ``commitInfo`` line: a poll reads a few lines per commit, however many files a commit added."""
+    versions = _versions(uri)
+    found = delta_tables.commits(uri, versions, head_whole=False)
+    while True:
+        with reading_log(uri):
+            try:
+                commit = next(found, None)
+            except delta_tables.DamagedCommit as exc:
+                raise ReverseEtlDataError(f"The Delta log of {uri} is corrupt: {exc}") from exc
+        if commit is None:
+            return
+        yield commit
+
+
+def head_version(uri: str) -> int | None:
+    """The table's newest version; None while there is no table."""
+    versions = _versions(uri)
     return versions[0] if versions else None
 
 
@@ -85,15 +79,36 @@ def find_version(uri: str, logical_date: str | None = None, min_version: int | N
     that date on the table's line of history (restores honoured).
     """
     if min_version is not None:
-        latest = latest_version(uri)
+        latest = head_version(uri)
         return {"version": latest} if latest is not None and latest >= int(min_version) else None
     if logical_date is None:
         raise ReverseEtlConfigError(f"Waiting on {uri} needs a logical_date or a min_version")
     wanted = parse_logical_date(logical_date)
-    with reading_log(uri):
-        for date, when, entry in walk_recorded(log_entries(uri)):
-            if when == wanted:
-                return {"version": entry["version"], "logical_date": date}
-            if when < wanted:  # logical dates increase with versions: it is not there (yet)
-                return None
+    for date, when, entry in walk_recorded(commits(uri)):
+        if when == wanted:
+            return {"version": entry["version"], "logical_date": date}
+        if when < wanted:  # logical dates increase with versions: it is not there (yet)
+            return None
     return None
+
+
+class LogFollower:
+    """The reads of a watcher that polls tables' logs: each poll lists the log afresh and reads only the
+    newest commits it looks at (a commit file is read when it is reached), so the cost of a poll does
+    not grow with the table. One follower per polling loop; it holds no state between polls, so a
+    triggerer restart loses nothing."""
+
+    def head_version(self, uri: str) -> int | None:
+        """The table's newest version, its commit read up to its ``commitInfo`` (a head that is not
+        JSON ends the watch naming it, instead of starting a run that would fail on it); None while
+        there is no table."""
+        head = next(commits(uri), None)
+        return None if head is None else int(head["version"])
+
+    def newest_commits(self, uri: str, limit: int) -> Iterator[dict[str, Any]]:
+        """The table's ``limit`` newest commits, newest first (the API's commits: ``version``,
+        ``operation``, ``metadata``, ...); no table has no commits."""
+        for number, commit in enumerate(commits(uri)):
+            if number == limit:
+                return
+            yield commit

@@ -1,4 +1,9 @@
-"""Provider metadata, read by Airflow through the ``apache_airflow_provider`` entry point."""
+"""Provider metadata, read by Airflow through the ``apache_airflow_provider`` entry point: the same keys
+as the official providers' (generated there from their ``provider.yaml``), ``state`` and ``lifecycle``
+among them. ``tests/airflow_reverse_etl/test_get_provider_info.py`` holds it against the code: every
+operator, sensor, trigger and hook module and every extra link of the package is declared and
+imports, every connection type names its hook, and the configuration section declares exactly the
+options the code reads."""
 
 from typing import Any
 
@@ -60,6 +65,9 @@ def get_provider_info() -> dict[str, Any]:
         "name": "Reverse ETL (Spark + Delta Lake)",
         "description": "Snapshot tables into Delta Lake with PySpark, diff snapshots, build wide tables "
         "and sync the changes to downstream systems.",
+        "state": "ready",
+        # AIP-95: a new provider starts in incubation, before it graduates to production
+        "lifecycle": "incubation",
         "versions": ["0.1.0"],
         "integrations": [
             {
@@ -89,7 +97,8 @@ def get_provider_info() -> dict[str, Any]:
             {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.sensors.snapshot"]}
         ],
         "triggers": [
-            {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.triggers.delta_version"]}
+            {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.triggers.delta_version",
+                                                                   "airflow_reverse_etl.triggers.delta_commit"]}
         ],
         "hooks": [
             {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.hooks.spark_job",

@@ -22,6 +22,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from spark_jobs.contract.layout import snapshot_name
 from spark_jobs.contract.wide_table import WideTable, parse
 
 if TYPE_CHECKING:
@@ -120,11 +121,14 @@ def wide_table_group(wide_table: dict[str, Any], *, snapshots: dict[str, dict[st
     with spec_validation():
         t = parse(wide_table)
     snapshots = dict(snapshots or {})
+    snapshot_names: dict[str, str] = {}  # source -> the snapshot its task writes
     for name in snapshots:
         with spec_validation():
             table = t.source(name).table
-        if not table.startswith("snapshots/"):
+        written = snapshot_name(table)
+        if written is None:
             raise ReverseEtlConfigError(f"Source {name} reads {table}, which no snapshot task writes")
+        snapshot_names[name] = written
     publish = dict(publish) if publish else None
     tasks: dict[str, Any] = {}
     task: ReverseEtlJobOperator
@@ -132,7 +136,7 @@ def wide_table_group(wide_table: dict[str, Any], *, snapshots: dict[str, dict[st
         for step in plan(t, list(snapshots), publish is not None):
             if step.priority == SNAPSHOT:
                 (name,) = step.sources
-                task = SnapshotOperator(task_id=step.task_id, name=t.source(name).table.split("/", 1)[1],
+                task = SnapshotOperator(task_id=step.task_id, name=snapshot_names[name],
                                         **{**operator_kwargs, **snapshots[name]})
             elif step.priority in MERGES:
                 inputs = {n: tasks[f"snapshot_{n}"].output for n in step.sources if n in snapshots}

@@ -102,7 +102,7 @@ def bench_postgres(spark, warehouse: str, changes: dict, rows: int, source: str)
     import psycopg2
     import pyarrow.parquet as pq
 
-    from spark_jobs.sinks.postgres import copy_csv
+    from spark_jobs.sinks.postgres_copy import copy_csv
     from tests_common.services import start_postgres
 
     info, _ = start_postgres()

@@ -14,14 +14,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "docs" / "_ext"))
 
 project = "airflow-reverse-etl"
 author = "the airflow-reverse-etl authors"
 copyright = "2026, the airflow-reverse-etl authors"
 
+# options_table (docs/_ext): option tables rendered from the options' declarations (their doc= lines)
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
+    "options_table",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build"]
@@ -53,7 +56,8 @@ nitpick_ignore_regex = [
     (r"py:(class|obj|data)", r"(Sequence|Mapping|Iterator|Iterable|Callable|ClassVar|Literal|Optional|Union)"),
     # Airflow types the signatures name unqualified
     (r"py:class", r"(XComArg|Context|Asset|AssetAlias|TaskGroup)"),
-    # the Spark side is not imported by the docs build (it needs pyspark); its modules are named in text
+    # the Spark side is not documented by autodoc (it needs pyspark; only the plain-Python contract is
+    # imported, by the option tables); its modules are named in text
     (r"py:.*", r"spark_jobs(\..*)?"),
 ]
 

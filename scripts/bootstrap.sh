@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Everything a fresh machine needs before the demo or the tests: a virtual environment with the
-# package installed (editable, with the test and docs extras: `make test` also builds the docs), the
-# Spark runtime jars and headless Chromium for the browser tests. Idempotent and quick when already done.
+# package installed (editable, with the test and docs extras: `make test` also builds the docs) and the
+# Spark runtime jars. Idempotent and quick when already done. Nothing here needs root: the headless
+# Chromium of the browser tests is installed by `make test` (scripts/test.sh), not by the set-up the
+# demo shares.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv="$repo/.venv"
@@ -36,4 +38,3 @@ fi
 # The installed metadata is the .dist-info in the venv; the build leftover is not needed.
 rm -rf "$repo"/*.egg-info
 PYTHON="$venv/bin/python" "$repo/scripts/fetch_jars.sh"
-"$repo/scripts/install_chromium.sh"

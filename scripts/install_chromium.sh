@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Headless Chromium for the browser tests (tests_common/browser.py) and the UI screenshot
-# (scripts/ui_screenshot.py): Debian's `chromium` package, installed only when it is missing.
+# (scripts/ui_screenshot.sh): Debian's `chromium` package, installed only when it is missing. Called by
+# `make test` (scripts/test.sh) and `make ui-screenshot`, never by `make setup` or `make demo`.
 # Playwright-style browser downloads are not used: the distribution's package is what CI can install.
 set -euo pipefail
 if [ -x /usr/bin/chromium ]; then

@@ -27,6 +27,8 @@ echo "test: import rules (lint-imports)"
 lint-imports
 echo "test: docs (strict: warnings and broken references fail)"
 bash scripts/docs.sh --strict
+# The browser tests' headless Chromium (apt, root or sudo): only the tests need it, `make demo` never does.
+bash scripts/install_chromium.sh
 
 started=()  # the services this script is responsible for stopping
 cleanup() {

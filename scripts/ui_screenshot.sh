@@ -7,6 +7,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 export SPARK_LOCAL_IP=127.0.0.1
+bash scripts/install_chromium.sh
 test=test_the_view_in_airflow_shows_syncs_counts_and_rejects
 .venv/bin/python -m pytest "tests/airflow_reverse_etl/ui/test_plugin.py::$test" -q -p no:cacheprovider "$@"
 echo "ui-screenshot: $repo/.cache/test-output/$test/reverse-etl-view.png"

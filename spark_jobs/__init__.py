@@ -10,19 +10,24 @@ The folders are the architecture, each building only on those listed after it:
   history, restore, savepoint, retention, maintenance;
 * :mod:`.sinks` — destinations and the shared delivery core the sync job drives them with;
 * :mod:`.widen` — wide tables: several sources merged by partial update and a reverse index;
-* :mod:`.sources` — reading what a snapshot records (JDBC, Delta, files, upsert-kafka topics);
+* :mod:`.sources` — reading what a snapshot records (JDBC, Delta, files, a Delta source's Change
+  Data Feed, upsert-kafka topics);
 * :mod:`.state` — the lake's own tables under ``_system``: consumer positions, runs, lineage, rejects;
-* :mod:`.delta` — Delta and Spark primitives every job shares (commit metadata, time travel,
-  renames, MERGE pruning, the row hash, column and key checks, small-file I/O);
-* :mod:`.contract` — the specs and results both sides share, the wide-table spec among them; plain
-  Python (no pyspark, no airflow). Each job's spec names the function that runs it.
+* :mod:`.delta` — Delta and Spark primitives every job shares (commit metadata and own-commit checks,
+  time travel, change detection and change sets, renames, MERGE pruning, the row hash, column and key
+  checks, Hadoop file I/O for specs and results);
+* :mod:`.contract` — what both sides share, plain Python (no pyspark, no airflow): the specs and
+  results (each job's spec names the function that runs it), the options, the lake's layout and its
+  system tables' columns, the wide-table spec with its aggregates, and the driver-side Delta API
+  through which a driver reads a table's log and the small tables without Spark.
 
 At the top level stays only the package's own plumbing, which any of those may use and which
 belongs to none of them: :mod:`.entry` (the spark-submit application: parse the spec, run the job
 its spec names, write the result), :mod:`.session` (building the SparkSession), :mod:`.errors` (the
-error taxonomy every layer raises and the Airflow side maps), :mod:`.env_secrets` and
-:mod:`.kafka_clients` (connection settings and secrets from the environment, shared by a source and
-a sink alike), :mod:`.progress` (progress lines in the task log) and :mod:`.crashpoints` (the named
-points where tests kill a job). ``log4j2.properties`` is the driver's logging configuration, shipped
-as package data.
+error taxonomy every layer raises and the Airflow side maps), :mod:`.column_lineage` (which input
+columns each output column of a job came from, derived by the entry point from the job's spec and
+result), :mod:`.env_secrets` and :mod:`.kafka_clients` (connection settings and secrets from the
+environment, shared by a source and a sink alike), :mod:`.progress` (progress lines in the task
+log) and :mod:`.crashpoints` (the named points where tests kill a job). ``log4j2.properties`` is the
+driver's logging configuration, shipped as package data.
 """

@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from spark_jobs.contract import DiffSpec, SyncSpec, SnapshotSpec, WidenSpec
-from spark_jobs.contract.wide_table import Source, WideTable
+from spark_jobs.contract.wide_sources import Source
+from spark_jobs.contract.wide_table import WideTable
 from spark_jobs.delta.columns import data_columns
 from spark_jobs.delta.row_hash import read_table
 
@@ -76,9 +77,9 @@ def _wide_source(t: WideTable, s: Source, output: str, source_uri: str) -> list[
     how = "left join through the reverse index on " + ", ".join(s.on) if s.is_left else None
     links = []
     for wide, col in s.columns.items():
-        aggregate = t.aggregations.get(wide)
+        aggregate = t.aggregate(wide)
         kind = AGGREGATION if aggregate else IDENTITY if wide == col else RENAME
-        description = f"{aggregate} of the merged rows' values" if aggregate else how
+        description = aggregate.describe() if aggregate else how
         links.append(link(output, wide, [(source_uri, col)], kind, description))
     return links
 

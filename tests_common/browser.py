@@ -1,5 +1,7 @@
-"""A real headless Chromium (Debian's ``chromium`` package, installed by scripts/bootstrap.sh) for
-tests that look at a page as a user would: its DOM after the page's scripts ran, and a screenshot.
+"""A real headless Chromium (Debian's ``chromium`` package, installed by ``make test`` through
+scripts/install_chromium.sh) for tests that look at a page as a user would: its DOM after the page's
+scripts ran, and a screenshot. A browser test run by hand on a machine without it fails naming the
+command that installs it (it is never skipped: ``make test`` always has one).
 
 Each call is one ``chromium --headless`` process on a throw-away profile shared by the calls of one
 test session, so a cookie a page set (a login) is there for the next page. The flags keep it from
@@ -57,8 +59,9 @@ class Chromium:
 def find_chromium() -> str:
     binary = shutil.which("chromium")
     if binary is None:
-        raise RuntimeError("No chromium on PATH: run scripts/bootstrap.sh (it installs Debian's chromium package) "
-                           "or `apt-get install -y chromium`")
+        raise RuntimeError("No chromium on PATH, which the browser tests need: run `bash scripts/install_chromium.sh` "
+                           "(Debian's chromium package through apt, with root or sudo; `make test` runs it), or "
+                           "install Chromium with your system's package manager so that `chromium` is on PATH")
     return binary
 
 

@@ -1,8 +1,10 @@
 """A warehouse with a few days of sync history, written by the real jobs in the in-process Spark
 session, for the UI view's tests: two consumers of one table, each destination refusing some rows
-(a CHECK constraint), a run failed for too many rejects, and a reject settled through a deletion
-vector (the rejects table compacted by the maintenance job, then a MERGE that deletes one consumer's
-entry and leaves the other's), as on a warehouse where deletion vectors are on by default."""
+(a CHECK constraint), a run failed for too many rejects, and a ledger with deletion vectors, as on a
+warehouse where they are on by default: the rejects table compacted by the maintenance job, then a
+Spark UPDATE of one consumer's entry, which marks its old copy deleted in place. The last syncs then
+settle entries in that file (the driver's delta-rs MERGE, which must keep the row the deletion vector
+hides hidden), and a last Spark UPDATE leaves a deletion vector for the readers."""
 
 from __future__ import annotations
 
@@ -48,10 +50,17 @@ def _refusing_destination(path: Path, table: str, check: str) -> dict[str, Any]:
 
 def _compact_with_deletion_vectors(spark, warehouse: str) -> None:
     """Turn deletion vectors on for the rejects table and compact it, so both consumers' entries
-    share a file: the next MERGE that settles one consumer's entry marks it deleted in place."""
+    share a file; then update marketing's entry through a deletion vector."""
     spark.sql(f"ALTER TABLE delta.`{warehouse}/_system/rejects` "
               "SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     job(spark, "maintenance", warehouse, table="_system/rejects", optimize=True, vacuum=False)
+    _update_through_deletion_vector(spark, warehouse)
+
+
+def _update_through_deletion_vector(spark, warehouse: str) -> None:
+    """Update marketing's entry as Spark does with deletion vectors on: its copy in its file is marked
+    deleted in place, and the row written again in a file of its own."""
+    spark.sql(f"UPDATE delta.`{warehouse}/_system/rejects` SET sink = sink WHERE consumer = 'marketing'")
 
 
 def write_sync_history(spark, warehouse: Path, root: Path) -> SyncHistory:
@@ -74,6 +83,7 @@ def write_sync_history(spark, warehouse: Path, root: Path) -> SyncHistory:
         p.sync_error(crm_changes, crm, max_reject_fraction=0.1, task_id="sync_crm", **run)
         # the marketing task cleared and run again: its version is the committed one
         p.sync(marketing_changes, marketing, mode="mirror", task_id="sync_marketing", **run)
+    _update_through_deletion_vector(spark, str(warehouse))
     return SyncHistory(str(warehouse), f"snapshots/{TABLE}", {"crm": crm, "marketing": marketing})
 
 

@@ -12,6 +12,7 @@ from airflow_reverse_etl.lineage import table_asset
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
 from airflow_reverse_etl.operators.snapshot import SnapshotOperator
 from spark_jobs.contract import DiffSpec, resolved_at_run_time, table_rel
+from spark_jobs.contract.layout import change_feed_rel, snapshot_rel
 from spark_jobs.errors import AlreadyDeliveredError
 
 if TYPE_CHECKING:
@@ -36,13 +37,8 @@ def known_table(snapshot: Any) -> str | None:
         return None if resolved_at_run_time(snapshot) else table_rel(snapshot)
     upstream = getattr(snapshot, "operator", None)
     if isinstance(upstream, SnapshotOperator) and not resolved_at_run_time(upstream.name):
-        return f"snapshots/{upstream.name}"
+        return snapshot_rel(upstream.name)
     return None
-
-
-def change_feed_rel(consumer: str, table: str) -> str:
-    """The Asset of a consumer's change sets of a table: the folder each diff adds a change set to."""
-    return f"changes/{consumer}/{table}"
 
 
 class DiffOperator(ReverseEtlJobOperator):

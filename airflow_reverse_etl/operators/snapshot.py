@@ -12,6 +12,7 @@ from airflow_reverse_etl.connections import jdbc_source, kafka_source
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator, logical_date_of
 from spark_jobs.contract import SnapshotSpec
+from spark_jobs.contract.layout import snapshot_rel
 from spark_jobs.errors import PastDateRefusedError
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ class SnapshotOperator(ReverseEtlJobOperator):
         self.partition_by = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
         self.on_past_date = on_past_date
         self._on_past_date_source = on_past_date  # before rendering: which conf key sets it
-        self.declare_outlets(f"snapshots/{name}")
+        self.declare_outlets(snapshot_rel(name))
 
     def snapshot_values(self) -> tuple[dict[str, Any], dict[str, str]]:
         """The snapshot spec's fields (the source with its connection's settings) and the secrets."""

@@ -20,8 +20,8 @@ snapshot still has not caught up with (the run failed for good, or the triggerer
 claim and the event reaching Airflow) is fired again: a commit is never stranded, at the price of one
 run that may find its work already done.
 
-Reads go through delta-rs (:class:`airflow_reverse_etl.delta_tables.LogFollower`) in a worker thread:
-the tables stay open between polls and a poll reads only their new commits, no Spark. A storage
+Reads go through :class:`airflow_reverse_etl.delta_log.LogFollower` in a worker thread: a listing of
+each log and the newest commit files, no Spark. A storage
 outage keeps it watching (logged, backing off up to ``MAX_BACKOFF_POLLS`` intervals); a problem
 waiting cannot fix (access denied, a path that is not a Delta table) ends the trigger with that
 error, naming the table — an event would start a run.
@@ -36,7 +36,7 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_reverse_etl.delta_tables import LogFollower
+from airflow_reverse_etl.delta_log import LogFollower
 from airflow_reverse_etl.exceptions import ReverseEtlInfrastructureError
 from airflow_reverse_etl.storage import reading_log
 from airflow_reverse_etl.triggers.delta_version import MAX_BACKOFF_POLLS
@@ -91,7 +91,7 @@ class DeltaCommitTrigger(BaseEventTrigger):
 
     @property
     def claim_uri(self) -> str:
-        return Warehouse(self.warehouse).system(f"watchers/{table_rel(self.snapshot)}.json")
+        return Warehouse(self.warehouse).watcher_claim(table_rel(self.snapshot))
 
     def describe(self) -> str:
         return f"commits of {self.source} not yet recorded by {self.snapshot_uri}"

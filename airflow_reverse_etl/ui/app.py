@@ -15,16 +15,23 @@ from fastapi.responses import HTMLResponse
 
 from airflow_reverse_etl.config import warehouse_uri
 from airflow_reverse_etl.ui import page, summary
-from airflow_reverse_etl.ui.tables import read_rows
+from spark_jobs.contract import Warehouse, delta_tables
+from spark_jobs.contract.system_tables import REJECTS, RUNS
 
 
-def _system_table(name: str) -> str:
-    return f"{warehouse_uri()}/_system/{name}"
+def table_rows(uri: str, columns: list[str]) -> list[dict[str, Any]]:
+    """Every row of the system table at ``uri`` as ``{column: value}`` for ``columns``, read whole with
+    the driver-side Delta API (delta-rs: no JVM in the API server; the tables are small, one row per
+    sync run or refused record). A table nobody wrote yet reads as no rows; columns an older release
+    did not write read as None."""
+    rows: list[dict[str, Any]] = delta_tables.read_rows(delta_tables.open_table(uri), columns).to_pylist()
+    return rows
 
 
 def _history() -> tuple[list[summary.Sync], list[dict[str, Any]]]:
-    rejects = summary.pending_rejects(read_rows(_system_table("rejects"), summary.REJECT_COLUMNS))
-    return summary.summarise(read_rows(_system_table("runs"), summary.RUN_COLUMNS), rejects), rejects
+    wh = Warehouse(warehouse_uri())
+    rejects = summary.pending_rejects(table_rows(REJECTS.uri(wh), summary.REJECT_COLUMNS))
+    return summary.summarise(table_rows(RUNS.uri(wh), summary.RUN_COLUMNS), rejects), rejects
 
 
 def create_app() -> FastAPI:

@@ -15,13 +15,15 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-RUN_COLUMNS = [
+from spark_jobs.contract.system_tables import REJECTS, RUNS
+
+#: the columns of ``_system/runs`` the view shows (not the planned counts and outcomes per operation)
+RUN_COLUMNS = RUNS.select(
     "run_id", "dag_id", "task_id", "logical_date", "table", "consumer", "sink", "destination", "mode", "dry_run",
     "status", "error", "from_version", "to_version", "committed", "started_at", "finished_at", "duration_s",
     "resent", "sent", "inserted", "updated", "deleted", "rejected", "retried",
-]
-REJECT_COLUMNS = ["table", "consumer", "sink", "key", "op", "change", "error", "attempts", "version",
-                  "first_seen", "last_seen"]
+)
+REJECT_COLUMNS = REJECTS.columns
 #: what a run did at the destination, stacked in this order in the chart
 OPERATIONS = ("inserted", "updated", "deleted")
 OUTCOMES = ("rejected",)

@@ -1,5 +1,6 @@
-"""The written contract between the Airflow operators and the Spark jobs. Pure Python: it never
-imports pyspark or airflow, so both sides (and DAG parsing) use it.
+"""The written contract between the Airflow operators and the Spark jobs: the only part of
+:mod:`spark_jobs` the Airflow side imports (an import rule). Plain Python: it never imports pyspark
+or airflow, so both sides (and DAG parsing) use it.
 
 An operator builds a typed spec (checked at DAG parse time where its arguments are known), the hook
 writes ``spec.to_dict()`` as ``spec.json``, the entry point reads it back with :func:`parse_spec`
@@ -7,16 +8,20 @@ and hands the job its spec; the job returns its result dataclass, whose ``to_dic
 
 A package rather than one module, one idea per module:
 
-* :mod:`.layout` — the lake layout (:class:`Warehouse`, :func:`table_rel`, :func:`table_ref`),
-  the Delta session settings, and the values read from commit metadata (logical dates as
-  instants, the metadata JSON);
+* :mod:`.layout` — the lake layout, the one place its paths are spelt (:class:`Warehouse`,
+  :func:`table_rel`, :func:`table_ref`), the Delta session settings, and the values read from
+  commit metadata (logical dates as instants, the metadata JSON, the dates a log records);
+* :mod:`.system_tables` — the place and columns of each table under ``_system``;
+* :mod:`.delta_tables` — the driver-side Delta API: a table's log from its commit files, the small
+  tables' rows through delta-rs, without Spark; :mod:`.storage` — how delta-rs reaches the warehouse;
 * :mod:`.options` — the one way options are declared and checked (specs, wide tables, sink options);
 * :mod:`.base` — the run identity every spec carries and the JSON round trip;
 * :mod:`.destinations` — the options of the built-in destinations and the delivery policy;
 * :mod:`.specs` — one spec per job, with its defaults and rules, and :func:`parse_spec`;
-* :mod:`.results` — one result per job.
-* :mod:`.wide_table` — the wide-table spec (sources, joins, aggregations), which the widen job's
-  spec carries and the planning helper checks at DAG parse time.
+* :mod:`.results` — one result per job;
+* :mod:`.wide_table` — the wide-table spec and its rules, which the widen job's spec carries and the
+  planning helper checks at DAG parse time, with its sources (:mod:`.wide_sources`) and its aggregate
+  functions (:mod:`.aggregates`).
 """
 
 from spark_jobs.contract.base import JobResult, JobSpec

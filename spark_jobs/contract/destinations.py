@@ -140,7 +140,7 @@ class DeltaOptions(SchemaEvolutionOptions):
     format: Literal["delta", "parquet"] = option("delta", doc="the table format")
 
 
-#: The options of each built-in sink, by the name it is registered under (pyproject's entry points).
+#: The options of each built-in sink, by the name it is registered under (setup.cfg's entry points).
 BUILT_IN: dict[str, type[SinkOptions]] = {
     "sqlite": SqliteOptions, "postgres": PostgresOptions, "http": HttpOptions, "kafka": KafkaOptions,
     "delta": DeltaOptions,

@@ -2,20 +2,25 @@
 
 Layout under one warehouse root (a local directory or any Hadoop URI such as ``s3a://bucket/wh``)::
 
-    snapshots/<name>        one Delta version per snapshot run, Change Data Feed on
-    wide/<name>             wide tables, same rules
-    history/<name>          SCD type-2 history of a snapshot
-    changes/<consumer>/...  change sets written by diff jobs for sinks to read
-    plans/<consumer>/...    operations a dry-run sync would have sent
-    _system/<table>         consumers, lineage, rejects, runs: small Delta tables
-    _system/jobs/<id>       the spec and result JSON of each job run
+    snapshots/<name>                 one Delta version per snapshot run, Change Data Feed on
+    wide/<name>                      wide tables, same rules
+    history/<name>                   SCD type-2 history of a snapshot
+    changes/<consumer>/<table>/...   change sets written by diff jobs for sinks to read
+    plans/<consumer>/<table>         operations a dry-run sync would have sent
+    _system/<table>                  consumers, lineage, rejects, runs, savepoints: small Delta tables
+                                     (:mod:`.system_tables` declares their columns)
+    _system/jobs/<stamp>-<job>-<id>  the spec and result JSON of each job run
+    _system/wide_index/<wide>/<src>  a wide table's reverse index of one left join
+    _system/watchers/<table>.json    a live watcher's outstanding claim
 
-Tables are named across the Airflow/Spark boundary by their path relative to the root
+This module is the one place those paths are spelt (``tests/project/test_layout.py`` fails on a path
+literal anywhere else in the two packages): everything else asks :class:`Warehouse` or the ``*_rel``
+functions. Tables are named across the Airflow/Spark boundary by their path relative to the root
 (``snapshots/customers``) so state survives moving the warehouse.
 
-Every commit the jobs make carries JSON ``userMetadata`` with the Airflow logical date; the Spark
-side reads it through Delta's history, the Airflow side straight from ``_delta_log`` — both through
-:func:`parse_commit_metadata` and compare dates through :func:`parse_logical_date`, as instants.
+Every commit the jobs make carries JSON ``userMetadata`` with the Airflow logical date; both sides read
+it from the commit files (:mod:`.delta_tables`) through :func:`parse_commit_metadata` and compare dates
+through :func:`parse_logical_date`, as instants.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from spark_jobs.errors import ConfigError
 
@@ -41,6 +46,41 @@ KAFKA_PACKAGE = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"
 SPARK_PACKAGES = f"{DELTA_PACKAGE},{KAFKA_PACKAGE}"
 
 
+#: The folders under the warehouse root (the module docstring).
+SNAPSHOTS, WIDE, HISTORY, CHANGES, PLANS, SYSTEM = "snapshots", "wide", "history", "changes", "plans", "_system"
+
+
+def snapshot_rel(name: str) -> str:
+    """Where the snapshot ``name`` lives, relative to the warehouse."""
+    return f"{SNAPSHOTS}/{name}"
+
+
+def snapshot_name(rel: str) -> str | None:
+    """The snapshot a warehouse-relative table is (``snapshots/customers`` -> ``customers``); None for
+    any other table."""
+    folder, sep, name = rel.strip("/").partition("/")
+    return name if sep and folder == SNAPSHOTS and "/" not in name else None
+
+
+def wide_rel(name: str) -> str:
+    return f"{WIDE}/{name}"
+
+
+def history_rel(name: str) -> str:
+    return f"{HISTORY}/{name}"
+
+
+def change_feed_rel(consumer: str, table_rel: str) -> str:
+    """The folder of a consumer's change sets of a table (one sub-folder per diff); also the Asset a
+    diff task declares."""
+    return f"{CHANGES}/{consumer}/{table_rel}"
+
+
+def plan_rel(consumer: str, table_rel: str) -> str:
+    """The Delta table a dry-run sync of ``table_rel`` for ``consumer`` writes its operations to."""
+    return f"{PLANS}/{consumer}/{table_rel}"
+
+
 @dataclass(frozen=True)
 class Warehouse:
     root: str
@@ -54,11 +94,29 @@ class Warehouse:
         return f"{self.root}/{rel.strip('/')}"
 
     def system(self, name: str) -> str:
-        return self.uri(f"_system/{name}")
+        return self.uri(f"{SYSTEM}/{name}")
 
     def change_feed(self, consumer: str, table_rel: str) -> str:
         """The folder holding a consumer's change sets of a table, one sub-folder per diff."""
-        return self.uri(f"changes/{consumer}/{table_rel}")
+        return self.uri(change_feed_rel(consumer, table_rel))
+
+    @property
+    def plans(self) -> str:
+        """The folder of every dry-run plan table."""
+        return self.uri(PLANS)
+
+    @property
+    def jobs(self) -> str:
+        """The folder of every job run's spec and result (:meth:`job_dir`)."""
+        return self.system("jobs")
+
+    def wide_index(self, wide: str, source: str) -> str:
+        """The reverse index of wide table ``wide``'s left join ``source``."""
+        return self.system(f"wide_index/{wide}/{source}")
+
+    def watcher_claim(self, table_rel: str) -> str:
+        """The claim file of the live watcher feeding the snapshot table ``table_rel``."""
+        return self.system(f"watchers/{table_rel}.json")
 
     def changes(self, consumer: str, table_rel: str, from_version: int | None, to_version: int) -> str:
         start = "full" if from_version is None else f"v{from_version}"
@@ -66,7 +124,7 @@ class Warehouse:
 
     def job_dir(self, job: str, started: datetime, token: str) -> str:
         """``_system/jobs/<UTC stamp>-<job>-<token>``: the stamp says when, for retention."""
-        return self.system(f"jobs/{started.astimezone(timezone.utc).strftime(JOB_STAMP)}-{job}-{token}")
+        return f"{self.jobs}/{started.astimezone(timezone.utc).strftime(JOB_STAMP)}-{job}-{token}"
 
 
 JOB_STAMP = "%Y%m%dT%H%M%S"
@@ -119,7 +177,7 @@ def table_rel(table: str | None) -> str:
     """A table named across the boundary: a bare name means ``snapshots/<name>``."""
     if not table:
         raise ConfigError("The spec names no 'table'")
-    rel = table.strip("/") if "/" in table else f"snapshots/{table}"
+    rel = table.strip("/") if "/" in table else snapshot_rel(table)
     problem = relative_path_problem(rel)
     if problem:
         raise ConfigError(f"Table {table!r} {problem}: tables are named by their path under the warehouse")
@@ -160,3 +218,24 @@ def parse_commit_metadata(raw: str | None) -> dict[str, Any]:
     except ValueError:
         return {"text": raw}
     return value if isinstance(value, dict) else {"text": raw}
+
+
+def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, datetime, dict[str, Any]]]:
+    """(logical date, parsed, entry) of the commits on the table's line of history, newest first.
+
+    ``entries`` are commits newest first, each with ``version`` and parsed ``metadata``; a restore to
+    D, or a rebuild from D, hides the older commits tagged with dates after D. Lazy, so a caller
+    looking for one date stops reading the log as soon as it passes it. Both sides read a log with it:
+    the jobs (:mod:`spark_jobs.delta.timetravel`) and the Airflow sensor and trigger.
+    """
+    cutoff: datetime | None = None
+    for entry in entries:
+        date = entry["metadata"].get("logical_date")
+        if not date:
+            continue
+        when = parse_logical_date(date)
+        if cutoff is not None and when > cutoff:
+            continue
+        yield date, when, entry
+        if entry["metadata"].get("job") == "restore" or "rebuild" in entry["metadata"]:
+            cutoff = when if cutoff is None else min(cutoff, when)

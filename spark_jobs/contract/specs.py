@@ -26,7 +26,7 @@ from spark_jobs.contract.options import (
     required_text,
     text,
 )
-from spark_jobs.contract.layout import parse_logical_date, table_rel
+from spark_jobs.contract.layout import history_rel, parse_logical_date, snapshot_rel, table_rel
 from spark_jobs.errors import ConfigError
 from spark_jobs.contract.wide_table import WideTable, parse as parse_wide_table
 
@@ -158,7 +158,7 @@ class SnapshotSpec(JobSpec):
 
     @property
     def rel(self) -> str:
-        return f"snapshots/{self.name}"
+        return snapshot_rel(self.name)
 
     def validate(self) -> None:
         key = self.source.get("key") if self.source.get("format") == "kafka" else None
@@ -305,7 +305,7 @@ class HistorySpec(JobSpec):
 
     @property
     def rel(self) -> str:
-        return f"history/{self.name or self.table.rsplit('/', 1)[-1]}"
+        return history_rel(self.name or self.table.rsplit("/", 1)[-1])
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,6 @@
-"""How delta-rs (the ``deltalake`` package) names and reaches the warehouse: shared by the jobs,
-which read and write the Delta log and the small system tables through it, and by the Airflow side,
-whose watchers and UI read tables through it.
+"""How delta-rs (the ``deltalake`` package) names and reaches the warehouse, for the driver-side Delta
+API (:mod:`.delta_tables`), through which the jobs' drivers write the small system tables and the
+Airflow side's UI reads them.
 
 delta-rs reads object stores through its own client (``object_store``), configured from the same
 place as every other reader of the warehouse: the standard environment (``AWS_ENDPOINT_URL``,

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from spark_jobs.delta import commit_log
-from spark_jobs.delta.commit_log import damaged_log
-from spark_jobs.errors import ConfigError, is_write_conflict
+from spark_jobs.contract import delta_tables
+from spark_jobs.errors import ConfigError, CorruptTableError, is_write_conflict
 from spark_jobs.delta.key_pruning import listed_keys
 
 if TYPE_CHECKING:
@@ -126,27 +125,35 @@ def delta_path(uri: str) -> str:
 
 
 def is_delta_table(uri: str) -> bool:
-    """Whether ``uri`` holds a Delta table: its ``_delta_log`` has a commit (a listing on the driver,
-    :mod:`spark_jobs.delta.commit_log`)."""
-    return commit_log.history(uri, 0) is not None
+    """Whether ``uri`` holds a Delta table: its ``_delta_log`` has a commit (a listing on the driver)."""
+    return delta_tables.head_version(uri) is not None
 
 
-def history(uri: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """Commit history, newest first, with ``userMetadata`` parsed as JSON where it is JSON, read from
-    the commit files (:mod:`spark_jobs.delta.commit_log`). One entry per version, so this is
-    proportional to the number of versions, not to the data. A damaged commit file is a
-    :class:`~spark_jobs.errors.CorruptTableError` naming it; no table at ``uri`` a
-    :class:`~spark_jobs.errors.ConfigError`."""
-    entries = commit_log.history(uri, limit)
-    if entries is None:
-        raise ConfigError(f"There is no Delta table at {uri}")
-    return entries
+def damaged_log(uri: str, what: str) -> CorruptTableError:
+    return CorruptTableError(
+        f"The Delta log of {uri} is damaged: {what}. Nothing was written or sent. Restore the table's _delta_log "
+        "from a backup; if the damaged file is the newest commit and losing that version is acceptable, delete it (and "
+        "its .crc), which returns the table to the version before, and re-run the run that wrote it.")
 
 
 def table_history(uri: str, limit: int | None = None) -> list[dict[str, Any]] | None:
-    """:func:`history`, or None when ``uri`` holds no Delta table: the existence check and the history
-    in one read of the table's log. A job reads a table's history once and passes the entries on."""
-    return commit_log.history(uri, limit)
+    """The table's commits, newest first (:func:`spark_jobs.contract.delta_tables.table_history`, read
+    from the commit files on the driver), or None when ``uri`` holds no Delta table: the existence check
+    and the history in one read of the table's log. A job reads a table's history once and passes the
+    entries on. A damaged commit file is a :class:`~spark_jobs.errors.CorruptTableError` naming it."""
+    try:
+        return delta_tables.table_history(uri, limit)
+    except delta_tables.DamagedCommit as exc:
+        raise damaged_log(uri, str(exc)) from exc
+
+
+def history(uri: str, limit: int | None = None) -> list[dict[str, Any]]:
+    """:func:`table_history` of a table that must exist: none at ``uri`` is a
+    :class:`~spark_jobs.errors.ConfigError`."""
+    entries = table_history(uri, limit)
+    if entries is None:
+        raise ConfigError(f"There is no Delta table at {uri}")
+    return entries
 
 
 def require_intact(entries: list[dict[str, Any]] | None, uri: str) -> list[dict[str, Any]] | None:

@@ -11,36 +11,16 @@ from a past date D (``rebuild`` in its metadata, :mod:`spark_jobs.jobs.rebuild`)
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable
 
 from spark_jobs.contract import parse_logical_date
+from spark_jobs.contract.layout import walk_recorded
 from spark_jobs.errors import ConfigError
 from spark_jobs.delta.lake import commit_info, history, is_delta_table, latest_version
 from spark_jobs.delta.row_hash import read_table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-
-def walk_recorded(entries: Iterable[dict[str, Any]]) -> Iterator[tuple[str, datetime, dict[str, Any]]]:
-    """(logical date, parsed, entry) of the commits on the table's line of history, newest first.
-
-    ``entries`` are commits newest first, each with ``version`` and parsed ``metadata``; a restore to
-    D, or a rebuild from D, hides the older commits tagged with dates after D. Lazy, so a caller
-    looking for one date stops reading the log as soon as it passes it. Pure Python: the Airflow
-    trigger reads the Delta log with it too, without Spark.
-    """
-    cutoff: datetime | None = None
-    for entry in entries:
-        date = entry["metadata"].get("logical_date")
-        if not date:
-            continue
-        when = parse_logical_date(date)
-        if cutoff is not None and when > cutoff:
-            continue
-        yield date, when, entry
-        if entry["metadata"].get("job") == "restore" or "rebuild" in entry["metadata"]:
-            cutoff = when if cutoff is None else min(cutoff, when)
 
 
 def recorded_versions(uri: str) -> dict[str, dict[str, Any]]:

@@ -44,8 +44,8 @@ def consumer_floor(wh: Warehouse, rel: str) -> int | None:
     return min(committed, default=None)
 
 
-def protected_versions(spark: SparkSession, wh: Warehouse, rel: str) -> dict[str, Any]:
-    savepoints = savepointed_versions(spark, wh, rel)
+def protected_versions(wh: Warehouse, rel: str) -> dict[str, Any]:
+    savepoints = savepointed_versions(wh, rel)
     consumer = consumer_floor(wh, rel)
     candidates = savepoints + ([consumer] if consumer is not None else [])
     return {"savepoints": savepoints, "consumer_floor": consumer,
@@ -92,7 +92,7 @@ def run_maintenance(spark: SparkSession, spec: MaintenanceSpec) -> MaintenanceRe
                                "files_removed": int(m["numFilesRemoved"])}
 
     if spec.vacuum:
-        protected = protected_versions(spark, wh, rel)
+        protected = protected_versions(wh, rel)
         hours = effective_retention_hours(uri, protected["floor"], retain, spec.margin_s)
         # Delta refuses a retention under its default unless told; the floor above is what keeps
         # protected versions, so a shorter retention asked for explicitly is allowed.

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from spark_jobs import crashpoints
 from spark_jobs.jobs import rebuild
@@ -85,16 +85,27 @@ def run_snapshot(spark: SparkSession, spec: SnapshotSpec) -> SnapshotResult:
 
 def _overtaken(spec: SnapshotSpec) -> PastDateRefusedError | None:
     """The refusal of this run's date when a later date was recorded while it ran, else None."""
-    if not spec.logical_date or spec.on_past_date == "rebuild":
+    later = None if spec.on_past_date == "rebuild" else _later_date(spec, table_history(spec.lake.uri(spec.rel)))
+    if later is None:
         return None
-    entries = table_history(spec.lake.uri(spec.rel)) or []
+    newest, recorded = later
+    return _past_date_refused(spec, newest, recorded[newest]["version"],
+                              "The run of that date committed while this one was writing; nothing of this run "
+                              "was committed, and a plain retry would be refused like this. ")
+
+
+def _later_date(spec: SnapshotSpec, entries: list[dict[str, Any]] | None
+                ) -> tuple[str, dict[str, dict[str, Any]]] | None:
+    """The newest logical date the table's history ``entries`` record, with every recorded date, when
+    it is later than the spec's (the spec's date is in the past); None when the spec's date is the
+    newest, or no date is recorded."""
+    if not entries or not spec.logical_date:
+        return None
     recorded = recorded_in(entries)
     newest = max(recorded, key=parse_logical_date, default=None)
     if newest is None or parse_logical_date(spec.logical_date) >= parse_logical_date(newest):
         return None
-    return _past_date_refused(spec, newest, recorded[newest]["version"],
-                              "The run of that date committed while this one was writing; nothing of this run "
-                              "was committed, and a plain retry would be refused like this. ")
+    return newest, recorded
 
 
 def _past_date_refused(spec: SnapshotSpec, newest: str, version: int, why: str = "") -> PastDateRefusedError:
@@ -129,10 +140,10 @@ def _record(spark: SparkSession, spec: SnapshotSpec) -> SnapshotResult:
     ``on_past_date="rebuild"``, recorded by rebuilding the history forward (:mod:`spark_jobs.jobs.rebuild`)."""
     uri = spec.lake.uri(spec.rel)
     entries = require_intact(table_history(uri), uri)  # the one read of the table's log before writing
-    reused = _reused_date(spark, spec, uri, entries)
+    reused = reused_date(spark, spec, uri, entries)
     if reused is not None:
         return reused
-    run = _start(spark, spec, uri, entries, _past_date_plan(spark, spec, uri, entries))
+    run = _start(spark, spec, uri, entries, past_date_plan(spark, spec, uri, entries))
     return _change_data_feed(run) or _kafka_read_on(run) or _full_extract(run)
 
 
@@ -140,7 +151,8 @@ def _record(spark: SparkSession, spec: SnapshotSpec) -> SnapshotResult:
 class _Run:
     """What a run that writes knows before it reads the source: the table's log as read (None: no
     table), the rebuild plan of a past date, the source pinned (a Delta version, Kafka end offsets),
-    the commit's metadata and the version the commit must land on (-1: none yet)."""
+    the commit's metadata as far as it is known before the read (each read path adds the row count it
+    finds to a copy: :meth:`metadata_with`) and the version the commit must land on (-1: none yet)."""
 
     spark: SparkSession
     spec: SnapshotSpec
@@ -149,8 +161,12 @@ class _Run:
     rebuilding: dict[str, Any] | None
     source: dict[str, Any]
     topic: upsert_kafka.TopicRead | None
-    metadata: dict[str, Any]
+    metadata: Mapping[str, Any]
     base: int
+
+    def metadata_with(self, **found: Any) -> dict[str, Any]:
+        """The commit's metadata with what the read found (``rows``)."""
+        return {**self.metadata, **found}
 
     @property
     def head(self) -> dict[str, Any] | None:
@@ -164,7 +180,7 @@ class _Run:
                        replayed=replayed, source_ref=source_ref)
 
 
-def _reused_date(spark: SparkSession, spec: SnapshotSpec, uri: str,
+def reused_date(spark: SparkSession, spec: SnapshotSpec, uri: str,
                  entries: list[dict[str, Any]] | None) -> SnapshotResult | None:
     """The version already recorded for the spec's date (compared as instants: the same instant spelt
     another way is a re-run), finishing a rebuild it started; None when the date is new. A re-run
@@ -181,17 +197,15 @@ def _reused_date(spark: SparkSession, spec: SnapshotSpec, uri: str,
     return _result(spec.lake, spec.rel, entry, source, reused=True, read=None, replayed=replayed)
 
 
-def _past_date_plan(spark: SparkSession, spec: SnapshotSpec, uri: str,
+def past_date_plan(spark: SparkSession, spec: SnapshotSpec, uri: str,
                     entries: list[dict[str, Any]] | None) -> dict[str, Any] | None:
     """A date older than the newest recorded one: refused, or (``on_past_date="rebuild"``) the replay
     plan of a rebuild, whose restore runs now. Checked before the source is even looked at (its own
     history may not reach back that far). None: the date is the newest."""
-    if entries is None or not spec.logical_date:
+    later = _later_date(spec, entries)
+    if later is None:
         return None
-    recorded = recorded_in(entries)
-    newest = max(recorded, key=parse_logical_date, default=None)
-    if not newest or parse_logical_date(spec.logical_date) >= parse_logical_date(newest):
-        return None
+    newest, recorded = later
     if spec.on_past_date != "rebuild":
         raise _past_date_refused(spec, newest, recorded[newest]["version"])
     return rebuild.start(spark, uri, recorded, spec)
@@ -232,7 +246,7 @@ def _change_data_feed(run: _Run) -> SnapshotResult | None:
         return None
     with on_top_of(run.spark, run.base):
         entry = change_feed.apply(run.spark, run.uri, run.source, run.spec.primary_key, run.spec.name, since,
-                                  int(head["metadata"]["rows"]), run.metadata, run.base, run.spec.partition_by)
+                                  int(head["metadata"]["rows"]), run.metadata_with(), run.base, run.spec.partition_by)
     return run.result(entry, "change_data_feed")
 
 
@@ -244,8 +258,8 @@ def _kafka_read_on(run: _Run) -> SnapshotResult | None:
     if head is None or read_on is None:
         return None
     with on_top_of(run.spark, run.base):
-        entry = upsert_kafka.apply(run.spark, run.uri, read_on, key, int(head["metadata"]["rows"]), run.metadata,
-                                   run.base)
+        entry = upsert_kafka.apply(run.spark, run.uri, read_on, key, int(head["metadata"]["rows"]),
+                                   run.metadata_with(), run.base)
     return run.result(entry, "kafka_offsets", source_ref=read_on.reference())
 
 
@@ -259,8 +273,8 @@ def _full_extract(run: _Run) -> SnapshotResult:
     if run.entries is not None:
         entry = _merge_extract(run, df)
     else:
-        _write_first(spark, run.uri, df, spec.primary_key, spec.name, run.metadata, spec.partition_by)
-        entry = own_commit(run.uri, run.metadata, run.base)
+        _write_first(run, df)
+        entry = own_commit(run.uri, run.metadata_with(), run.base)
     replayed = rebuild.finish(spark, spec, run.uri, entry, _merge) if run.rebuilding is not None else None
     return run.result(entry, "full_extract", replayed=replayed,
                       source_ref=run.topic.reference() if run.topic is not None else None)
@@ -274,26 +288,26 @@ def _merge_extract(run: _Run, df: DataFrame) -> dict[str, Any]:
     table_schema = read_table(spark, run.uri).schema
     renames = pending_renames(spec.renames, table_schema.names, df.columns, f"Snapshot {name}")
     df, added = align_schema(table_schema, df, name, spec.allow_schema_evolution, renames)
-    changes, run.metadata["rows"] = detect_changes(spark, run.uri, df, key, added, spec.partition_by, renames,
-                                                    f"Snapshot {name}")
+    changes, rows = detect_changes(spark, run.uri, df, key, added, spec.partition_by, renames, f"Snapshot {name}")
+    metadata = run.metadata_with(rows=rows)
     if renames:  # metadata-only commits of their own, before the snapshot's
         base = apply_renames(spark, run.uri, renames, spec.run_id, base)
-    with commit_metadata(spark, run.metadata), on_top_of(spark, base):
-        return _merge(spark, run.uri, df, key, added, run.metadata, base, spec.partition_by, changes=changes)
+    with commit_metadata(spark, metadata), on_top_of(spark, base):
+        return _merge(spark, run.uri, df, key, added, metadata, base, spec.partition_by, changes=changes)
 
 
-def _write_first(spark: SparkSession, uri: str, df: DataFrame, key: list[str], name: str, metadata: dict[str, Any],
-                 partition_by: list[str] | None) -> None:
+def _write_first(run: _Run, df: DataFrame) -> None:
     """Write the table's first version, each row with its hash (:mod:`spark_jobs.delta.row_hash`): the key
     check and the write both read the extract, so it is cached for the two passes."""
     from pyspark import StorageLevel
 
+    spark, uri, key, name, partition_by = run.spark, run.uri, run.spec.primary_key, run.spec.name, run.spec.partition_by
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        metadata["rows"] = check_primary_key(df, key, f"Snapshot {name}")
+        rows = check_primary_key(df, key, f"Snapshot {name}")
         values = [c for c in df.columns if c not in key]
         hashed = df.withColumn(ROW_HASH, row_hash(values, positions(df.columns)))
-        with commit_metadata(spark, metadata):
+        with commit_metadata(spark, run.metadata_with(rows=rows)):
             writer = hashed.write.format("delta").mode("error")  # errorifexists, spelled the way Spark Connect accepts
             if partition_by:
                 check_new_layout(df.schema, partition_by, f"Snapshot {name}")

@@ -58,6 +58,7 @@ from spark_jobs.sinks import resolve_sink
 from spark_jobs.sinks.base import FrameSink, Sink, SinkConfig
 from spark_jobs.sinks.batch import with_json
 from spark_jobs.contract.destinations import DeliveryPolicy
+from spark_jobs.contract.layout import plan_rel
 from spark_jobs.sinks.core import OUTCOME_DDL, Stats, deliver_partition
 from spark_jobs.delta.row_hash import read_table
 from spark_jobs.state.consumers import Position
@@ -345,12 +346,12 @@ def _prepare(run: _SyncRun, changes_version: int) -> _Prepared:
 def _write_plan(run: _SyncRun, prepared: _Prepared) -> SyncResult:
     """A dry run: the would-be operations go to ``plans/<consumer>/<table>``; nothing is sent."""
     spark, spec, wh = run.spark, run.spec, run.spec.lake
-    plan_rel = f"plans/{spec.consumer}/{spec.table}"
+    rel = plan_rel(spec.consumer, spec.table)
     with commit_metadata(spark, {"job": spec.job, "dry_run": True, "run_id": spec.run_id,
                                  "to_version": spec.to_version}):
         _as_sent(prepared.frame, prepared.key_fields).write.format("delta").mode("overwrite") \
-            .option("overwriteSchema", "true").save(wh.uri(plan_rel))
-    plan_ref = table_ref(wh, plan_rel, latest_version(wh.uri(plan_rel)))
+            .option("overwriteSchema", "true").save(wh.uri(rel))
+    plan_ref = table_ref(wh, rel, latest_version(wh.uri(rel)))
     return prepared.result(committed=False, plan=plan_ref, stats=Stats().__dict__, outputs=[plan_ref])
 
 

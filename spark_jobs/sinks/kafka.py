@@ -40,9 +40,9 @@ it); the rest of the sync goes on. Only a fatal producer error fails the sync.
 Connection: ``bootstrap_servers`` from the options, else the Airflow Kafka connection's extras (the
 client config, e.g. ``bootstrap.servers``, SASL settings — secrets) or its host:port; login/password
 become ``sasl.username``/``sasl.password``.
-Options: :class:`KafkaOptions` — ``topic``, ``bootstrap_servers``, ``producer_config`` (non-secret
-librdkafka settings), ``create_topic`` (``{"partitions": 3, "replication_factor": 1}`` creates a
-missing topic; by default a missing topic is an error), ``flush_timeout``.
+Options: :class:`KafkaOptions` (documented there, and in the sinks guide's option tables); with
+``create_topic`` a missing topic is created (``{"partitions": 3, "replication_factor": 1}``), by
+default it is an error.
 """
 
 from __future__ import annotations

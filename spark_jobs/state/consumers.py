@@ -16,7 +16,7 @@ current state as a table::
 A sync's commit is compare-and-set (:func:`require_position` before delivery, :func:`commit_from`
 after it): it commits V only if the pair's newest commit is still the one the sync started from. The
 sync reads the table at its newest version, checks the pair there, and appends its row as exactly
-the next version (:func:`spark_jobs.delta.driver_tables.commit_after`, Delta's own put-if-absent of
+the next version (:func:`spark_jobs.contract.delta_tables.commit_after`, Delta's own put-if-absent of
 the commit file): no commit can land between the check and the commit. When another commit took
 that version (another pair's, most often) the sync reads again: its pair unchanged, it tries again;
 its pair moved, it fails with :class:`~spark_jobs.errors.StaleCommitError` and the committed version
@@ -35,17 +35,16 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Callable
 
 from spark_jobs.contract import Warehouse
-from spark_jobs.delta.driver_tables import VersionTaken, append, commit_after
+from spark_jobs.contract.system_tables import CONSUMERS
+from spark_jobs.contract.delta_tables import VersionTaken, append, commit_after
 from spark_jobs.errors import AlreadyCommittedError, ConcurrentWriteError, StaleCommitError
 from spark_jobs.state import system_tables
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from deltalake import DeltaTable
 
-TABLE = "consumers"
-DDL = ("table STRING, consumer STRING, committed_version BIGINT, committed_at TIMESTAMP, run_id STRING, "
-       "seq BIGINT, commit_id STRING")
+    from spark_jobs.contract.delta_tables import DeltaTable
+
 #: Which (table, consumer) pairs a read is about.
 Pairs = Callable[[str, str], bool]
 
@@ -69,7 +68,7 @@ class Position:
 
 def positions(wh: Warehouse, pairs: Pairs | None = None) -> dict[tuple[str, str], Position]:
     """(table, consumer) -> its newest commit, for the pairs ``pairs`` accepts (all: None)."""
-    return _newest(system_tables.current(wh.system(TABLE), DDL)[1], pairs)
+    return _newest(system_tables.current(wh, CONSUMERS)[1], pairs)
 
 
 def _newest(rows: pa.Table, pairs: Pairs | None) -> dict[tuple[str, str], Position]:
@@ -124,7 +123,7 @@ def commit_all(wh: Warehouse, versions: dict[tuple[str, str], int], run_id: str 
     current = positions(wh, lambda table, consumer: (table, consumer) in versions)
     next_seq = {pair: (current[pair].seq if pair in current else 0) + 1 for pair in versions}
     rows = _rows([(t, c, v, next_seq[(t, c)]) for (t, c), v in versions.items()], run_id)
-    append(wh.system(TABLE), rows)
+    append(CONSUMERS.uri(wh), rows)
 
 
 def require_position(wh: Warehouse, table_rel: str, consumer: str, from_version: int | None,
@@ -157,11 +156,11 @@ def commit_from(wh: Warehouse, expected: Position, version: int, run_id: str | N
     """Commit ``version`` for the pair only if its newest commit is still ``expected``
     (compare-and-set), else raise :class:`StaleCommitError`."""
     pair = (expected.table, expected.consumer)
-    uri = wh.system(TABLE)
+    uri = CONSUMERS.uri(wh)
     row = _rows([(*pair, version, expected.seq + 1)], run_id)
     own_id = row["commit_id"][0].as_py()
     for attempt in range(CAS_ATTEMPTS):
-        table, rows = system_tables.current(uri, DDL)
+        table, rows = system_tables.current(wh, CONSUMERS)
         now = _newest(rows, _one(pair)).get(pair, Position(*pair))
         if now.commit_id == own_id:
             return  # an earlier attempt landed, though writing it reported an error (after its commit)
@@ -184,7 +183,7 @@ def _rows(rows: list[tuple[str, str, int, int]], run_id: str | None) -> pa.Table
     """The consumer rows of one commit (one ``commit_id``)."""
     commit_id = uuid.uuid4().hex
     now = datetime.now(timezone.utc)
-    return system_tables.rows_of(DDL, [
+    return system_tables.rows_of(CONSUMERS, [
         {"table": t, "consumer": c, "committed_version": int(v), "committed_at": now, "run_id": run_id,
          "seq": seq, "commit_id": commit_id} for t, c, v, seq in rows])
 

@@ -17,20 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from spark_jobs.state import system_tables
 from spark_jobs.contract import JobSpec, Warehouse
+from spark_jobs.contract.system_tables import LINEAGE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-TABLE = "lineage"
-REF = "STRUCT<name: STRING, uri: STRING, version: BIGINT>"
-#: one column link (:mod:`spark_jobs.column_lineage`): an output column, the input columns it comes
-#: from and how; ``output`` is null for a sync's destination
-COLUMN = ("STRUCT<output: STRING, field: STRING, inputs: ARRAY<STRUCT<uri: STRING, field: STRING>>, "
-          "transformation: STRING, description: STRING>")
-DDL = (
-    "job STRING, run_id STRING, logical_date STRING, dag_id STRING, task_id STRING, "
-    f"inputs ARRAY<{REF}>, outputs ARRAY<{REF}>, recorded_at TIMESTAMP, duration_s DOUBLE, columns ARRAY<{COLUMN}>"
-)
 
 
 def _refs(refs: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -62,9 +52,9 @@ def record_run(spec: JobSpec, result: dict[str, Any], duration_s: float) -> None
         "recorded_at": datetime.now(timezone.utc), "duration_s": round(float(duration_s), 3),
         "columns": _columns(result.get("column_lineage")),
     }
-    system_tables.record(spec.lake.system(TABLE), DDL, row)
+    system_tables.record(spec.lake, LINEAGE, row)
 
 
 def read_lineage(spark: SparkSession, warehouse: str) -> DataFrame:
     """The lineage table as a DataFrame (empty when no job has run yet)."""
-    return system_tables.read(spark, Warehouse(warehouse).system(TABLE), DDL)
+    return system_tables.read(spark, Warehouse(warehouse), LINEAGE)

@@ -79,20 +79,20 @@ def prune_change_sets(wh: Warehouse, table: str, consumer: str, committed: int, 
 
 def old_job_folders(wh: Warehouse, older_than: datetime) -> list[str]:
     """The ``_system/jobs`` folders of jobs started before ``older_than``."""
-    jobs = wh.system("jobs")
+    jobs = wh.jobs
     return [f"{jobs}/{name}" for name in _folders(jobs)
             if (started := job_dir_started(name)) is not None and started < older_than]
 
 
 def old_plans(wh: Warehouse, older_than: datetime) -> list[str]:
     """The dry-run plan tables (``plans/<consumer>/<table>``) last written before ``older_than``."""
-    fs, root = _fs(wh.uri("plans"))
+    fs, root = _fs(wh.plans)
     if not fs.exists(root):
         return []
     tables = sorted(posixpath.dirname(log_dir.rstrip("/")) for log_dir in fs.glob(f"{root}/**/_delta_log"))
     old = []
     for path in tables:
-        uri = wh.uri(f"plans/{posixpath.relpath(path, root)}")
+        uri = f"{wh.plans}/{posixpath.relpath(path, root)}"
         (newest,) = history(uri, limit=1)
         if newest["timestamp"].astimezone(timezone.utc) < older_than:
             old.append(uri)

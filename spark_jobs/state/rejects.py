@@ -8,26 +8,37 @@ and afterwards settles the ledger: keys refused again are updated (attempts add 
 (or whose row no longer needs sending) leave it. The ledger is the one place a team looks for "what
 did not arrive, and why".
 
+The ledger is small bookkeeping (refused records only), so it is read and settled from the job's
+driver with the driver-side Delta API (:mod:`spark_jobs.contract.delta_tables`, delta-rs): a sync's
+look for its pending entries is a read of a few milliseconds where Spark ran a job on every sync
+(~0.3 s warm in-process), and the settle one delta-rs ``MERGE`` where Spark created the table if
+missing and ran its MERGE (~1.5 s); figures in ``bench/README.md``. The refused records come to the
+driver to be written (the ledger holds them whole anyway); of the keys a run dealt with, only those
+the ledger holds are looked for, so nothing proportional to the change set is collected.
+
 Keys are canonical JSON (Spark's ``to_json`` of the key struct), so an entry can be joined back to
 the snapshot exactly, whatever the key's types.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from datetime import datetime, timezone
-
-from spark_jobs.contract import Warehouse
-from spark_jobs.delta.lake import (assignments, ensure_system_table, insert_values, is_delta_table, merge_into,
-                             retry_on_conflict)
+from spark_jobs.contract import Warehouse, delta_tables
+from spark_jobs.contract.system_tables import REJECTS
+from spark_jobs.state import system_tables
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
-TABLE = "rejects"
-DDL = ("table STRING, consumer STRING, sink STRING, key STRING, op STRING, change STRING, error STRING, "
-       "attempts BIGINT, version BIGINT, first_seen TIMESTAMP, last_seen TIMESTAMP")
+#: A ledger entry's identity.
+ENTRY = ["table", "consumer", "key"]
+#: What settling does to an entry the run met again: refused again, its attempts add up; delivered
+#: (no error), it leaves the ledger (:func:`settle`).
+SETTLE = {"sink": "s.sink", "op": "s.op", "change": "s.change", "error": "s.error",
+          "attempts": "t.attempts + s.attempts", "version": "s.version", "last_seen": "s.last_seen"}
 
 
 def key_json(key: list[str]) -> Column:
@@ -37,17 +48,18 @@ def key_json(key: list[str]) -> Column:
     return F.to_json(F.struct(*[F.col(f"`{k}`") for k in key]))
 
 
+def _entries(wh: Warehouse, table_rel: str, consumer: str) -> pa.Table:
+    """The consumer's open entries, read from the driver."""
+    import pyarrow.compute as pc
+
+    ledger = system_tables.current(wh, REJECTS)[1]
+    return ledger.filter(pc.and_(pc.equal(ledger["table"], table_rel), pc.equal(ledger["consumer"], consumer)))
+
+
 def pending(spark: SparkSession, wh: Warehouse, table_rel: str, consumer: str) -> DataFrame | None:
     """The consumer's open entries (a DataFrame: key, op, change, attempts), or None when it has none."""
-    from pyspark.sql import functions as F
-
-    uri = wh.system(TABLE)
-    if not is_delta_table(uri):  # nothing was ever rejected in this warehouse
-        return None
-    entries = (spark.read.format("delta").load(uri)
-               .where((F.col("table") == table_rel) & (F.col("consumer") == consumer))
-               .select("key", "op", "change", "attempts"))
-    return None if entries.isEmpty() else entries
+    entries = _entries(wh, table_rel, consumer).select(["key", "op", "change", "attempts"])
+    return spark.createDataFrame(entries) if entries.num_rows else None
 
 
 def resend_frame(ledger: DataFrame, snapshot: DataFrame, key: list[str], columns: list[str], op_for_existing: str,
@@ -79,31 +91,24 @@ def settle(spark: SparkSession, wh: Warehouse, table_rel: str, consumer: str, si
     """Update the ledger after a sync: ``processed`` (column ``_key``) are every key this run dealt
     with; ``refused`` (key, op, change, error, attempts) the ones the destination refused. Refused
     keys are inserted or updated, the other processed keys leave the ledger."""
+    now = datetime.now(timezone.utc)
+    entry = {"table": table_rel, "consumer": consumer, "sink": sink, "version": int(version), "first_seen": now,
+             "last_seen": now}
+    rows = [{**entry, **row.asDict(), "attempts": int(row["attempts"])}
+            for row in refused.select("key", "op", "change", "error", "attempts").collect()]
+    refused_keys = {row["key"] for row in rows}
+    held = set(_entries(wh, table_rel, consumer)["key"].to_pylist()) - refused_keys
+    rows += [{**entry, "key": key, "attempts": 0} for key in _dealt_with(processed, held)]
+    if rows:
+        delta_tables.merge(REJECTS.uri(wh), system_tables.rows_of(REJECTS, rows), ENTRY, SETTLE,
+                           delete_when="s.error IS NULL", insert_when="s.error IS NOT NULL")
+
+
+def _dealt_with(processed: DataFrame, keys: set[str]) -> list[str]:
+    """The ``keys`` (ledger entries: few) among the ``processed`` ones."""
     from pyspark.sql import functions as F
 
-    uri = wh.system(TABLE)
-    ensure_system_table(spark, uri, DDL)
-    now = datetime.now(timezone.utc)
-    source = (
-        processed.select(F.col("_key").alias("key")).distinct()
-        .join(refused.select("key", "op", "change", "error", "attempts"), "key", "full_outer")
-        .select(F.lit(table_rel).alias("table"), F.lit(consumer).alias("consumer"), F.lit(sink).alias("sink"),
-                "key", "op", "change", "error", F.col("attempts").cast("bigint").alias("attempts"),
-                F.lit(int(version)).cast("bigint").alias("version"), F.lit(now).alias("seen"))
-    )
-
-    @retry_on_conflict
-    def _merge() -> None:
-        merge_into(
-            spark, uri, source, "t.table = s.table AND t.consumer = s.consumer AND t.key = s.key",
-            "WHEN MATCHED AND s.error IS NULL THEN DELETE",
-            "WHEN MATCHED THEN UPDATE SET " + assignments({
-                "sink": "s.sink", "op": "s.op", "change": "s.change", "error": "s.error",
-                "attempts": "t.attempts + s.attempts", "version": "s.version", "last_seen": "s.seen"}),
-            "WHEN NOT MATCHED AND s.error IS NOT NULL THEN INSERT " + insert_values({
-                "table": "s.table", "consumer": "s.consumer", "sink": "s.sink", "key": "s.key", "op": "s.op",
-                "change": "s.change", "error": "s.error", "attempts": "s.attempts", "version": "s.version",
-                "first_seen": "s.seen", "last_seen": "s.seen"}),
-        )
-
-    _merge()
+    if not keys:
+        return []
+    found = processed.where(F.col("_key").isin(*sorted(keys))).select("_key").distinct().collect()
+    return [row["_key"] for row in found]

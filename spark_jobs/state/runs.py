@@ -16,17 +16,9 @@ from typing import Any
 
 from spark_jobs.state import system_tables
 from spark_jobs.contract import SyncSpec, Warehouse
+from spark_jobs.contract.system_tables import RUNS
 
-TABLE = "runs"
-DDL = (
-    "run_id STRING, dag_id STRING, task_id STRING, logical_date STRING, table STRING, consumer STRING, "
-    "sink STRING, destination STRING, mode STRING, dry_run BOOLEAN, status STRING, error STRING, "
-    "from_version BIGINT, to_version BIGINT, committed BOOLEAN, started_at TIMESTAMP, finished_at TIMESTAMP, "
-    "duration_s DOUBLE, planned_upsert BIGINT, planned_insert BIGINT, planned_update BIGINT, "
-    "planned_delete BIGINT, resent BIGINT, sent BIGINT, inserted BIGINT, updated BIGINT, deleted BIGINT, "
-    "rejected BIGINT, retried BIGINT, outcomes MAP<STRING, BIGINT>"
-)
-PLANNED = re.findall(r"planned_(\w+)", DDL)  # the destination operations counted before delivery
+PLANNED = re.findall(r"planned_(\w+)", RUNS.ddl)  # the destination operations counted before delivery
 
 
 def record(wh: Warehouse, spec: SyncSpec, *, sink: str, destination: str, status: str,
@@ -50,5 +42,5 @@ def record(wh: Warehouse, spec: SyncSpec, *, sink: str, destination: str, status
         **{name: int(stats.get(name, 0)) for name in ("sent", "inserted", "updated", "deleted", "rejected", "retried")},
         "outcomes": outcomes,
     }
-    system_tables.record(wh.system(TABLE), DDL, {**row, "outcomes": list(outcomes.items())})  # Arrow maps: pairs
+    system_tables.record(wh, RUNS, {**row, "outcomes": list(outcomes.items())})  # Arrow maps: pairs
     return row

@@ -6,13 +6,13 @@ the lineage row). A blind append reads nothing, writes one small file and commut
 appends, so it never has to be retried because another task wrote first. Tables that answer "the
 current value per key" (consumers) keep every appended row and resolve the newest one at read time.
 
-The rows are written and the positions read from the job's driver process with delta-rs
-(:mod:`spark_jobs.delta.driver_tables`): a few rows per job do not need a Spark job each, and a
-Spark append cost ~0.35 s where delta-rs takes ~10 ms. Each table stays a plain Delta table at its
-path (``_system/consumers``, ``_system/runs``, ``_system/lineage``) that users query with Spark SQL
-(:func:`read`). Delta cannot commit to several tables atomically, so a sync makes three appends
-(consumer commit, run row, lineage row) and other jobs one (lineage). Only the consumer commit
-decides anything (it is the compare-and-set); the run and lineage rows only record what happened.
+The rows are written and read from the job's driver process through the driver-side Delta API
+(:mod:`spark_jobs.contract.delta_tables`, delta-rs): a few rows per job do not need a Spark job each.
+Each table stays a plain Delta table at its path (:mod:`spark_jobs.contract.system_tables` declares
+each one's place and columns) that users query with Spark SQL (:func:`read`). Delta cannot commit to
+several tables atomically, so a sync makes three appends (consumer commit, run row, lineage row) and
+other jobs one (lineage). Only the consumer commit decides anything (it is the compare-and-set); the
+run and lineage rows only record what happened.
 
 Nothing checks whether a table exists before writing: the first append creates it, and a read of a
 table not yet created is empty.
@@ -20,14 +20,17 @@ table not yet created is empty.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
-from spark_jobs.delta import driver_tables
+from spark_jobs.contract import Warehouse, delta_tables
+from spark_jobs.contract.system_tables import SystemTable
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from deltalake import DeltaTable
     from pyspark.sql import DataFrame, SparkSession
+
+    from spark_jobs.contract.delta_tables import DeltaTable
 
 #: What reading a table that was never written reports.
 MISSING = ("PATH_NOT_FOUND", "DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND")
@@ -38,41 +41,54 @@ def has_condition(exc: BaseException, *conditions: str) -> bool:
     return any(f"[{c}]" in str(exc) for c in conditions)
 
 
-def rows_of(ddl: str, rows: list[dict[str, Any]]) -> pa.Table:
-    """``rows`` (column -> value) as an Arrow table with the columns of ``ddl``."""
+@functools.lru_cache(maxsize=None)
+def arrow_schema(ddl: str) -> pa.Schema:
+    """The Arrow schema of a Spark column list (``"a STRING, b BIGINT"``), as Spark writes those
+    types to Delta (timestamps in UTC microseconds). Parsing asks the job's Spark session, once per
+    column list and process."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    schema = StructType.fromDDL(ddl)
+    assert isinstance(schema, StructType), ddl  # a column list always parses to a struct
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def rows_of(table: SystemTable, rows: list[dict[str, Any]]) -> pa.Table:
+    """``rows`` (column -> value) as an Arrow table with the columns of ``table``."""
     import pyarrow as pa
 
-    return pa.Table.from_pylist(rows, schema=driver_tables.arrow_schema(ddl))
+    return pa.Table.from_pylist(rows, schema=arrow_schema(table.ddl))
 
 
-def record(uri: str, ddl: str, row: dict[str, Any]) -> None:
-    """Append a history row (a run, a lineage row) to the table at ``uri``."""
-    driver_tables.append(uri, rows_of(ddl, [row]))
+def record(wh: Warehouse, table: SystemTable, row: dict[str, Any]) -> None:
+    """Append a history row (a run, a lineage row) to ``table``."""
+    delta_tables.append(table.uri(wh), rows_of(table, [row]))
 
 
-def current(uri: str, ddl: str) -> tuple[DeltaTable | None, pa.Table]:
-    """The table at ``uri`` at its newest version (None: never written) and its rows, with at least
-    the columns of ``ddl``: what a compare-and-set reads, and then commits on top of."""
-    table = driver_tables.open_table(uri)
-    return table, driver_tables.read(table, driver_tables.arrow_schema(ddl))
+def current(wh: Warehouse, table: SystemTable) -> tuple[DeltaTable | None, pa.Table]:
+    """``table`` at its newest version (None: never written) and its rows, with its columns (those
+    an older release did not write are nulls): what a compare-and-set reads, and then commits on top of."""
+    opened = delta_tables.open_table(table.uri(wh))
+    return opened, delta_tables.read_rows(opened, table.columns)
 
 
-def read(spark: SparkSession, uri: str, ddl: str) -> DataFrame:
-    """The table at ``uri`` as a Spark DataFrame with at least the columns of ``ddl``: empty when
-    nothing was appended yet, and columns an older release did not write read as nulls."""
+def read(spark: SparkSession, wh: Warehouse, table: SystemTable) -> DataFrame:
+    """``table`` as a Spark DataFrame with its columns: empty when nothing was appended yet, and
+    columns an older release did not write read as nulls."""
     from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
     try:
-        frame = spark.read.format("delta").load(uri)
+        frame = spark.read.format("delta").load(table.uri(wh))
         present = set(frame.columns)  # Spark Connect resolves lazily: a missing table fails here
     except AnalysisException as exc:
         if not has_condition(exc, *MISSING):
             raise
-        return spark.createDataFrame([], ddl)
-    schema = StructType.fromDDL(ddl)
-    assert isinstance(schema, StructType), ddl  # a column list always parses to a struct
+        return spark.createDataFrame([], table.ddl)
+    schema = StructType.fromDDL(table.ddl)
+    assert isinstance(schema, StructType), table.ddl  # a column list always parses to a struct
     for field in schema.fields:
         if field.name not in present:
             frame = frame.withColumn(field.name, F.lit(None).cast(field.dataType))

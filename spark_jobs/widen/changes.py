@@ -1,4 +1,4 @@
-"""Reading a source table's changes between two exact versions.
+"""Reading a source table's changes between two exact versions (an :class:`Input` of a step).
 
 Every widen step consumes a table's Change Data Feed over (merged, target]: the versions since the
 last one it merged, up to the version its upstream task produced. The first time (nothing merged yet)
@@ -10,6 +10,7 @@ the target version's names.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_jobs.delta.change_sets import as_inserts
@@ -25,7 +26,21 @@ if TYPE_CHECKING:
 ROW_TYPES = ("insert", "update_postimage", "delete")  # the preimage of an update is not a write
 
 
-def read_changes(spark: SparkSession, uri: str, from_version: int | None, to_version: int) -> DataFrame | None:
+@dataclass
+class Input:
+    """One table a step reads, between the version it last merged and the version it merges now."""
+    rel: str
+    uri: str
+    consumer: str
+    from_version: int | None
+    to_version: int
+
+    @property
+    def advances(self) -> bool:
+        return self.from_version is None or self.to_version > self.from_version
+
+
+def unmerged_changes(spark: SparkSession, uri: str, from_version: int | None, to_version: int) -> DataFrame | None:
     """CDF rows of ``uri`` in (from_version, to_version], or ``None`` when there is nothing new."""
     if from_version is not None and from_version >= to_version:
         return None

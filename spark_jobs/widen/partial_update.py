@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from spark_jobs.errors import ConfigError
+from spark_jobs.contract.aggregates import Aggregate
 from spark_jobs.contract.wide_table import WideTable
 
 if TYPE_CHECKING:
@@ -46,33 +47,12 @@ RESET = "_reset"  # the row was emptied by a removal during the fold
 PRIOR = "_prior_partition"  # a partitioned wide table: the partition of the key's stored row (null: none)
 
 
-def _agg(func: str, st: Column, v: Column, delimiter: str, newer: Column) -> Column:
-    """Aggregate ``v`` into ``st``; ``newer`` says whether the event is at least as new as the row."""
+def _retract(func: Aggregate | None, st: Column, v: Column, otherwise: Column) -> Column:
+    """What a retraction of ``v`` leaves in a field: an aggregate that retracts takes the value back off
+    (``sum`` subtracts it, Paimon's ``FieldSumAgg.retract``), any other field ``otherwise``."""
     from pyspark.sql import functions as F
 
-    if func == "sum":
-        return F.coalesce(st + v, st, v)
-    if func == "max":
-        return F.greatest(st, v)
-    if func == "min":
-        return F.least(st, v)
-    forward, reverse = {
-        "first_value": (F.coalesce(st, v), F.coalesce(v, st)),
-        "last_value": (v, st),
-        "last_non_null_value": (F.coalesce(v, st), F.coalesce(st, v)),
-        "listagg": (F.concat_ws(delimiter, st, v), F.concat_ws(delimiter, v, st)),
-    }[func]
-    return F.when(newer, forward).otherwise(reverse)
-
-
-def _retract(func: str | None, st: Column, v: Column, otherwise: Column) -> Column:
-    """What a retraction of ``v`` leaves in a field: ``sum`` takes the amount off (Paimon's
-    ``FieldSumAgg.retract``), any other field ``otherwise``."""
-    from pyspark.sql import functions as F
-
-    if func == "sum":
-        return F.when(v.isNull(), st).otherwise(F.coalesce(st, F.lit(0)) - v)
-    return otherwise
+    return func.retract(F, st, v) if func is not None and func.retracts else otherwise
 
 
 def fold_step(t: WideTable, columns: list[str], types: dict[str, DataType]) -> Callable[[Column, Column], Column]:
@@ -86,7 +66,7 @@ def fold_step(t: WideTable, columns: list[str], types: dict[str, DataType]) -> C
         fields = []
         for col in columns:
             st, v, null = acc[col], e[col], F.lit(None).cast(types[col])
-            func = t.aggregations.get(col)
+            func = t.aggregate(col)
             group = t.group_of(col)
             kept = col in t.ignore_retract
             if col in t.sequence_groups:  # a group's own sequence field G
@@ -95,7 +75,7 @@ def fold_step(t: WideTable, columns: list[str], types: dict[str, DataType]) -> C
             elif group:
                 g_in, g_st = e[group], acc[group]
                 newer = g_st.isNull() | (g_in >= g_st)
-                update = _agg(func, st, v, t.listagg_delimiter, newer) if func else F.when(newer, v).otherwise(st)
+                update = func.merge(F, st, v, newer) if func else F.when(newer, v).otherwise(st)
                 # an older retraction still takes a sum's amount off (Paimon retracts agg fields for old
                 # sequences); a newer one also nulls the group's other fields
                 older = _retract(func, st, v, st)
@@ -106,7 +86,7 @@ def fold_step(t: WideTable, columns: list[str], types: dict[str, DataType]) -> C
             else:
                 newer = (acc[seq].isNull() | (e[seq] >= acc[seq])) if seq else F.lit(True)
                 newer = F.coalesce(newer, F.lit(False))  # an event without S is older than any S
-                update = (_agg(func, st, v, t.listagg_delimiter, newer) if func
+                update = (func.merge(F, st, v, newer) if func
                           else F.when(newer, F.coalesce(v, st)).otherwise(F.coalesce(st, v)))
                 retract = st if kept else _retract(func, st, v, st)
                 new = F.when(deleted, retract).otherwise(update)
@@ -118,15 +98,14 @@ def fold_step(t: WideTable, columns: list[str], types: dict[str, DataType]) -> C
 
 
 def check_types(t: WideTable, columns: list[str], types: dict[str, DataType]) -> None:
+    """Each aggregated column is of the kind its aggregate takes (:attr:`Aggregate.takes`)."""
     from pyspark.sql.types import NumericType, StringType
 
+    kinds = {"numeric": NumericType, "string": StringType}
     for col in columns:
-        func = t.aggregations.get(col)
-        if func == "listagg" and not isinstance(types[col], StringType):
-            raise ConfigError(f"Wide table {t.name}: listagg on {col!r} needs a string column, "
-                              f"it is {types[col].simpleString()}")
-        if func == "sum" and not isinstance(types[col], NumericType):
-            raise ConfigError(f"Wide table {t.name}: sum on {col!r} needs a numeric column, "
+        func = t.aggregate(col)
+        if func is not None and func.takes is not None and not isinstance(types[col], kinds[func.takes]):
+            raise ConfigError(f"Wide table {t.name}: {func.name} on {col!r} needs a {func.takes} column, "
                               f"it is {types[col].simpleString()}")
 
 

@@ -14,21 +14,28 @@ row per wide key with its current foreign key (fk -> set of wide keys, stored fl
 
 So a right row arriving days after its left rows, or changing, or vanishing, rewrites exactly the
 wide rows that reference it; the work follows the changes, never a re-join of the whole wide table.
+
+The index lives under ``_system`` but is no small bookkeeping table: it has a row per wide key, so it
+grows with the wide table and is joined with the right side's changes. It stays a Spark table, MERGEd
+by Spark, unlike the ledgers the driver writes with delta-rs (:mod:`spark_jobs.contract.delta_tables`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from spark_jobs.delta.change_sets import net_changes
+from spark_jobs import crashpoints
 from spark_jobs.contract import Warehouse
-from spark_jobs.delta.lake import assignments, ensure_system_table, insert_values, merge_into, retry_on_conflict
-from spark_jobs.widen import guards
-from spark_jobs.widen.changes import read_changes
-from spark_jobs.contract.wide_table import Source, WideTable
+from spark_jobs.contract.wide_sources import Source
+from spark_jobs.contract.wide_table import WideTable
+from spark_jobs.delta.change_sets import net_changes
+from spark_jobs.delta.lake import (assignments, commit_metadata, ensure_system_table, insert_values, is_delta_table,
+                                   merge_into, retry_on_conflict)
 from spark_jobs.delta.row_hash import read_table
+from spark_jobs.errors import ConfigError, DataQualityError
+from spark_jobs.widen import guards
+from spark_jobs.widen.changes import Input, unmerged_changes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -47,7 +54,7 @@ class LeftJoinInput:
 
 
 def index_uri(wh: Warehouse, t: WideTable, s: Source) -> str:
-    return wh.system(f"wide_index/{t.name}/{s.name}")
+    return wh.wide_index(t.name, s.name)
 
 
 def _on(cols: list[str], left: str = "t", right: str = "s") -> str:
@@ -59,7 +66,7 @@ def fk_changes(spark: SparkSession, t: WideTable, s: Source, inp: LeftJoinInput)
     from pyspark.sql import functions as F
 
     fk = list(s.on)
-    cdf = read_changes(spark, inp.wide_uri, inp.wide_from, inp.wide_to)
+    cdf = unmerged_changes(spark, inp.wide_uri, inp.wide_from, inp.wide_to)
     if cdf is None:
         return None
     net = net_changes(cdf, t.primary_key, fk, fk).where(F.col("_change_type") != "update_preimage")
@@ -92,7 +99,7 @@ def recompute(spark: SparkSession, t: WideTable, s: Source, inp: LeftJoinInput, 
 
     fk = list(s.on)
     right_key = [s.on[c] for c in fk]
-    right_cdf = read_changes(spark, inp.right_uri, inp.right_from, inp.right_to)
+    right_cdf = unmerged_changes(spark, inp.right_uri, inp.right_from, inp.right_to)
     parts = []
     if changes is not None:
         parts.append(changes.where(~F.col("_gone")).select(*t.primary_key, *fk))
@@ -141,3 +148,28 @@ def merge_joined(spark: SparkSession, uri: str, t: WideTable, s: Source, rows: D
     merge_into(spark, uri, rows, _on(t.primary_key),
                f"WHEN MATCHED AND ({differs}) THEN UPDATE SET "
                + assignments({f"`{c}`": f"s.`{c}`" for c in s.columns}))
+
+
+def merge_left(spark: SparkSession, wh: Warehouse, t: WideTable, s: Source, right: Input, wide_in: Input,
+                types: dict[str, DataType], base_md: dict[str, Any]) -> dict[str, Any] | None:
+    inp = LeftJoinInput(wide_in.uri, wide_in.from_version, wide_in.to_version,
+                                      right.uri, right.from_version, right.to_version)
+    present = spark.read.format("delta").load(wide_in.uri).columns
+    missing = [c for c in s.on if c not in present]
+    if missing:
+        providers = [o.name for o in t.sources if set(o.columns) & set(missing)]
+        raise ConfigError(f"Wide table {t.name}, left join {s.name}: its foreign key column(s) {missing} are not "
+                          f"in the wide table yet; merge {providers} first (the planned task order does)")
+    index = index_uri(wh, t, s)
+    changes = fk_changes(spark, t, s, inp)
+    if changes is not None:
+        update_index(spark, index, t, s, changes, types)
+        crashpoints.reached("widen.index_updated")
+    rows = recompute(spark, t, s, inp, index, changes, types) if is_delta_table(index) else None
+    if rows is None:
+        return None
+    md = {**base_md, "merged": [(right.rel, right.consumer, right.to_version),
+                                (wide_in.rel, wide_in.consumer, wide_in.to_version)]}
+    with commit_metadata(spark, md), guards.reported(DataQualityError):
+        retry_on_conflict(lambda: merge_joined(spark, wide_in.uri, t, s, rows))()
+    return md

@@ -100,7 +100,7 @@ def test_two_snapshot_runs_of_one_table(spark, warehouse, tmp_path, monkeypatch)
     # 01-10 reads source A (unchanged: the no-change path) and is held after comparing, just before its
     # commit; meanwhile 01-09 records source B (a third of the rows). Then 01-10 goes on.
     reached, release = threading.Event(), threading.Event()
-    held(monkeypatch, snapshot, "_record_if_unchanged", "slow", release, reached)  # a no-change run skips the MERGE
+    held(monkeypatch, snapshot, "own_commit_or_empty", "slow", release, reached)  # a no-change run skips the MERGE
     outcome: dict = {}
     slow = threading.Thread(target=lambda: outcome.update(r=snap(spark.newSession(), source_a, 10)), name="slow")
     slow.start()
@@ -184,7 +184,7 @@ def test_two_widen_runs_of_one_wide_table(spark, warehouse, monkeypatch):
 
     # Both read the same merged version; one is held before its fold while the other merges.
     reached, release = threading.Event(), threading.Event()
-    held(monkeypatch, widen_job, "_merge_full", "slow", release, reached)
+    held(monkeypatch, widen_job, "merge_full", "slow", release, reached)
     outcome: dict = {}
     slow = threading.Thread(target=lambda: outcome.update(r=widen(spark.newSession(), 1)), name="slow")
     slow.start()

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from airflow_reverse_etl.delta_log import log_entries
-from spark_jobs.delta.timetravel import walk_recorded
+from airflow_reverse_etl.delta_log import commits
+from spark_jobs.contract.layout import walk_recorded
 from tests_common.jobs import job
 from tests_common.paths import REPO
 
@@ -56,7 +56,7 @@ def line_of_history(airflow) -> list[tuple[str, int]]:
     """(logical date, version) of the snapshot table's line of history, oldest first (read from the
     Delta log, as the sensor does)."""
     dates = [(date[:10], entry["version"])
-             for date, _, entry in walk_recorded(log_entries(str(airflow.warehouse / "snapshots" / "customers")))]
+             for date, _, entry in walk_recorded(commits(str(airflow.warehouse / "snapshots" / "customers")))]
     return dates[::-1]
 
 
@@ -80,7 +80,7 @@ def run_states(airflow, day: str) -> dict[str, str | None]:
 
 def synced_versions(airflow) -> list[tuple[int, bool]]:
     """(to_version, committed) of every sync job, in the order they ran."""
-    results = sorted((airflow.warehouse / "_system" / "jobs").glob("*-sink-*/result.json"))
+    results = sorted((airflow.warehouse / "_system" / "jobs").glob("*-sync-*/result.json"))
     return [(r["to_version"], r["committed"]) for r in map(json.loads, (p.read_text() for p in results))]
 
 

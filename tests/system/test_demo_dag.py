@@ -46,7 +46,7 @@ def test_demo_dag_mirrors_three_days_into_the_crm(airflow_db, monkeypatch, tmp_p
         assert sync["spark"]["master"].startswith("local[") and sync["spark"]["application_id"]
 
     # each sync delivered its version's changes and committed it
-    jobs = sorted((tmp_path / "warehouse" / "_system" / "jobs").glob("*-sink-*/result.json"))
+    jobs = sorted((tmp_path / "warehouse" / "_system" / "jobs").glob("*-sync-*/result.json"))
     results = [json.loads(p.read_text()) for p in jobs]
     assert all(COMMON_RESULT_KEYS <= set(r) for r in results)
     assert [r["to_version"] for r in results] == list(range(len(days)))

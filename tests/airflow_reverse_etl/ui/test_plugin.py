@@ -16,7 +16,7 @@ import pytest
 
 from airflow_reverse_etl.ui import summary
 from airflow_reverse_etl.ui.plugin import UI_ROUTE, URL_PREFIX
-from airflow_reverse_etl.ui.tables import read_rows
+from airflow_reverse_etl.ui.app import table_rows
 from tests_common.paths import REPO
 from tests_common.sync_history import REFUSED, has_deletion_vectors, write_sync_history
 
@@ -38,12 +38,12 @@ def _comparable(row, columns):
 
 def test_the_reader_sees_what_spark_sees_including_deletion_vectors(spark, history):
     rejects_uri = f"{history.warehouse}/_system/rejects"
-    assert has_deletion_vectors(rejects_uri), "the history must settle a reject through a deletion vector"
+    assert has_deletion_vectors(rejects_uri), "the history must leave a deletion vector in the ledger"
     for name, columns in (("runs", summary.RUN_COLUMNS), ("rejects", summary.REJECT_COLUMNS)):
         expected = sorted(_comparable(row, columns) for row in history.spark_rows(spark, name))
-        read = read_rows(f"{history.warehouse}/_system/{name}", columns)
+        read = table_rows(f"{history.warehouse}/_system/{name}", columns)
         assert sorted(_comparable(row, columns) for row in read) == expected
-    pending = {(r["consumer"], r["key"]): r for r in read_rows(rejects_uri, summary.REJECT_COLUMNS)
+    pending = {(r["consumer"], r["key"]): r for r in table_rows(rejects_uri, summary.REJECT_COLUMNS)
                if r["table"] == history.table}
     assert sorted(pending) == [("crm", '{"id":5}'), ("marketing", '{"id":3}')]
     assert REFUSED in pending["crm", '{"id":5}']["error"] and pending["crm", '{"id":5}']["attempts"] == 2
@@ -71,7 +71,7 @@ def test_the_plugin_is_registered_both_ways_airflow_loads_provider_plugins():
 
 
 def test_a_table_never_written_reads_as_no_rows(tmp_path):
-    assert read_rows(str(tmp_path / "_system" / "rejects"), summary.REJECT_COLUMNS) == []
+    assert table_rows(str(tmp_path / "_system" / "rejects"), summary.REJECT_COLUMNS) == []
 
 
 def _expected_syncs(spark, history) -> dict[str, summary.Sync]:

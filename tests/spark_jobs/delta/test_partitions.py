@@ -2,8 +2,7 @@
 partition's files, on the full-extract path and on the Change Data Feed fast path alike — counted
 from the add/remove actions the commit wrote to the Delta log."""
 
-import json
-
+from tests_common.delta_commits import touched
 from tests_common.jobs import job, job_error, rows_of
 
 REGIONS = ("eu", "us", "o'hare")  # a quote, to be escaped in the MERGE's partition predicate
@@ -12,15 +11,6 @@ REGIONS = ("eu", "us", "o'hare")  # a quote, to be escaped in the MERGE's partit
 def snapshot(spark, warehouse, name, source, day):
     return job(spark, "snapshot", warehouse, name=name, primary_key=["id"], source=source, partition_by=["region"],
                logical_date=f"2026-02-0{day + 1}T00:00:00+00:00", run_id=f"{name}-{day}")
-
-
-def touched(uri, version):
-    """The partitions of the data files the commit ``version`` added or removed (deletion vectors
-    included: a file that gets one is removed and re-added), and how many such actions there were."""
-    with open(f"{uri}/_delta_log/{version:020d}.json") as log:
-        actions = [json.loads(line) for line in log]
-    files = [a[kind] for a in actions for kind in ("add", "remove") if kind in a]
-    return {f["partitionValues"]["region"] for f in files}, len(files)
 
 
 def test_a_change_in_one_partition_rewrites_only_its_files(spark, warehouse, tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from spark_jobs.contract import SnapshotSpec
 from spark_jobs.errors import ConfigError
-from spark_jobs.jobs.snapshot import _past_date_plan, _reused_date
+from spark_jobs.jobs.snapshot import past_date_plan, reused_date
 
 NO_SPARK: Any = None  # none of these decisions may reach for Spark
 
@@ -32,19 +32,19 @@ def spec(date: str | None) -> SnapshotSpec:
 
 
 def test_a_recorded_date_is_reused_however_spelt_and_names_the_source_version_it_read():
-    result = _reused_date(NO_SPARK, spec("2026-01-02T01:00:00+01:00"), "/lake/snapshots/customers", HISTORY)
+    result = reused_date(NO_SPARK, spec("2026-01-02T01:00:00+01:00"), "/lake/snapshots/customers", HISTORY)
     assert result is not None and (result.version, result.reused, result.read) == (1, True, None)
     assert result.inputs == [{"name": "delta:/src", "uri": "/src", "version": 7}]
 
 
 @pytest.mark.parametrize("date", ["2026-01-03", None])
 def test_a_new_date_or_none_is_not_reused_nor_refused(date):
-    assert _reused_date(NO_SPARK, spec(date), "/lake/snapshots/customers", HISTORY) is None
-    assert _past_date_plan(NO_SPARK, spec(date), "/lake/snapshots/customers", HISTORY) is None
-    assert _reused_date(NO_SPARK, spec(date), "/lake/snapshots/customers", None) is None  # no table yet
+    assert reused_date(NO_SPARK, spec(date), "/lake/snapshots/customers", HISTORY) is None
+    assert past_date_plan(NO_SPARK, spec(date), "/lake/snapshots/customers", HISTORY) is None
+    assert reused_date(NO_SPARK, spec(date), "/lake/snapshots/customers", None) is None  # no table yet
 
 
 def test_a_past_date_is_refused_naming_the_newest_one_and_the_way_to_rebuild():
     with pytest.raises(ConfigError, match=r"older than the newest recorded one \(2026-01-02, version 1\).*"
                                           r"on_past_date=\"rebuild\""):
-        _past_date_plan(NO_SPARK, spec("2025-12-31"), "/lake/snapshots/customers", HISTORY)
+        past_date_plan(NO_SPARK, spec("2025-12-31"), "/lake/snapshots/customers", HISTORY)

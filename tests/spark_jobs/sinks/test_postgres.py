@@ -169,7 +169,8 @@ def test_batches_go_in_binary_where_every_column_takes_it_else_as_csv(spark, pg,
 
     from spark_jobs.sinks.base import SinkConfig
     from spark_jobs.sinks.batch import ChangeBatch
-    from spark_jobs.sinks.postgres import PostgresSink, binary_ready
+    from spark_jobs.sinks.postgres import PostgresSink
+    from spark_jobs.sinks.postgres_copy import binary_ready
 
     ddl = ("id INT, big BIGINT, small SMALLINT, flag BOOLEAN, ratio DOUBLE, amount DECIMAL(38,18), name STRING, "
            "raw BINARY, day DATE, at TIMESTAMP, local_at TIMESTAMP_NTZ")

@@ -5,7 +5,7 @@ does not carry the partition column — counted from the add/remove actions of t
 from __future__ import annotations
 
 from tests_common.wide_lake import Lake
-from tests.spark_jobs.delta.test_partitions import touched
+from tests_common.delta_commits import touched
 
 INFO = "order_id INT, region STRING, amount INT"
 ADDRESS = "order_id INT, city STRING"
