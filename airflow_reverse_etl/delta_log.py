@@ -27,6 +27,7 @@ from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlData
 from airflow_reverse_etl.storage import reading_log
 from spark_jobs.contract import parse_commit_metadata, parse_logical_date
 from spark_jobs.contract.delta_log import DamagedCommit, commit_info, commit_versions
+from spark_jobs.contract.delta_log import table_id as log_table_id
 from spark_jobs.delta.timetravel import walk_recorded
 
 if TYPE_CHECKING:
@@ -67,6 +68,19 @@ def log_entries(uri: str) -> Iterator[dict[str, Any]]:
     path = path.rstrip("/")
     for version in _log_versions(fs, path, uri):
         yield {"version": version, "metadata": _commit_metadata(fs, path, version, uri)}
+
+
+def table_id(uri: str) -> str | None:
+    """The id of the Delta table at ``uri`` (its log's ``metaData.id``), None while there is none:
+    which table is there now, so that a table replaced at the same path is noticed."""
+    import fsspec
+
+    with reading_log(uri):
+        fs, path = fsspec.core.url_to_fs(uri)
+        try:
+            return log_table_id(fs, path.rstrip("/"))
+        except DamagedCommit as exc:
+            raise ReverseEtlDataError(f"The Delta log of {uri} is corrupt: {exc}") from exc
 
 
 def latest_version(uri: str) -> int | None:

@@ -65,9 +65,15 @@ class LogFollower:
     def __init__(self) -> None:
         self._tables: dict[str, DeltaTable] = {}
 
-    def table(self, uri: str) -> DeltaTable | None:
-        """The table at ``uri`` brought up to its head; None while there is none."""
+    def table(self, uri: str, table_id: str | None = None) -> DeltaTable | None:
+        """The table at ``uri`` brought up to its head; None while there is none. ``table_id``: the id
+        of the table at ``uri`` now, when the caller read it: a table kept open with another id was
+        replaced at its path (its new log may be shorter, or longer, than the one followed), and is
+        opened afresh instead of being brought up to date."""
         table = self._tables.pop(uri, None)
+        # Metadata.id is typed int but holds the log's UUID string
+        if table is not None and table_id is not None and str(table.metadata().id) != table_id:
+            table = None
         if table is None:
             table = open_table(uri, skip_stats=True)
         else:
@@ -77,9 +83,9 @@ class LogFollower:
             self._tables[uri] = table
         return table
 
-    def head_version(self, uri: str) -> int | None:
-        """The table's newest version; None while there is no table."""
-        table = self.table(uri)
+    def head_version(self, uri: str, table_id: str | None = None) -> int | None:
+        """The table's newest version; None while there is no table (``table_id``: as in :meth:`table`)."""
+        table = self.table(uri, table_id)
         return None if table is None else int(table.version())
 
     def newest_commits(self, uri: str, limit: int) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from spark_jobs.contract import parse_commit_metadata
-from spark_jobs.contract.delta_log import DamagedCommit, commit_info, commit_versions
+from spark_jobs.contract.delta_log import DamagedCommit, commit_info, commit_versions, table_id as log_table_id
 from spark_jobs.errors import CorruptTableError
 
 
@@ -61,5 +61,18 @@ def history(uri: str, limit: int | None = None) -> list[dict[str, Any]] | None:
     try:
         return [entry(commit_info(fs, path, version, whole=version == versions[0]), version)
                 for version in versions[:limit]]
+    except DamagedCommit as exc:
+        raise damaged_log(uri, str(exc)) from exc
+
+
+def table_id(uri: str) -> str | None:
+    """The id of the Delta table at ``uri`` (:func:`spark_jobs.contract.delta_log.table_id`: one listing
+    and the first lines of one file), None when there is none: which table a snapshot read, so that a
+    table replaced at the same path is told from the one recorded."""
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(uri)
+    try:
+        return log_table_id(fs, path.rstrip("/"))
     except DamagedCommit as exc:
         raise damaged_log(uri, str(exc)) from exc

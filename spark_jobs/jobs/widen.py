@@ -53,6 +53,7 @@ from spark_jobs.delta.lake import (
 )
 from spark_jobs.widen import guards, partial_update, reverse_index
 from spark_jobs.widen.changes import ROW_TYPES, read_changes, require_table
+from spark_jobs.contract.key_types import check_key_types
 from spark_jobs.contract.wide_table import ADDS, RETRACTIONS, Source, WideTable
 from spark_jobs.delta.row_hash import read_table
 from spark_jobs.delta.rows import one_row
@@ -103,6 +104,9 @@ def run_widen(spark: SparkSession, spec: WidenSpec) -> WidenResult:
         raise ConfigError(f"Wide table {t.name} does not exist yet: merge its full-join sources "
                           f"{[s.name for s in t.full_sources]} before the left join(s) {[s.name for s in left]}")
     types = _types(spark, wh, t, step, inputs, exists)
+    # the wide key and the foreign keys the reverse indexes are keyed by
+    check_key_types({c: kind.simpleString() for c, kind in types.items()},
+                    [*t.primary_key, *(c for s in left for c in s.on)], f"Wide table {t.name}")
     columns = t.merged_columns(full)
     partial_update.check_types(t, columns, types)
     events = _full_events(spark, t, full, inputs, columns, types)  # refuses deletes before any write
