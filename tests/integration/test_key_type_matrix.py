@@ -22,11 +22,8 @@ Each state is compared with the plain-Python state after every step, in every ta
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
 import sqlite3
 import uuid
-from decimal import Decimal
 from operator import itemgetter
 from typing import Any
 
@@ -36,32 +33,15 @@ import pytest
 from spark_jobs.contract import change_set_fields
 from spark_jobs.contract.key_types import KEY_TYPES
 from tests_common.jobs import job, job_error, rows_of
+from tests_common.key_values import TYPES, as_json, as_postgres, as_sqlite, utc_naive
 from tests_common.services import read_topic
 
-UTC = dt.timezone.utc
-#: key type -> (column, the source's Arrow type, distinct values)
-TYPES: dict[str, tuple[str, pa.DataType, list[Any]]] = {
-    "tinyint": ("k_tinyint", pa.int8(), [-128, 0, 127]),
-    "smallint": ("k_smallint", pa.int16(), [-32768, 7, 32767]),
-    "int": ("k_int", pa.int32(), [-2**31, 1, 2**31 - 1]),
-    "bigint": ("k_bigint", pa.int64(), [-2**63, 2, 2**63 - 1]),
-    "decimal(20,4)": ("k_decimal", pa.decimal128(20, 4),
-                      [Decimal("-1234567890123456.7890"), Decimal("0.0001"), Decimal("99.5000")]),
-    "string": ("k_string", pa.string(), ["o'neil", 'ünï "q" \\ 🎉', "", "back\\slash"]),
-    "date": ("k_date", pa.date32(), [dt.date(1900, 1, 1), dt.date(2026, 2, 28), dt.date(9999, 12, 31)]),
-    # two instants one microsecond apart: two keys
-    "timestamp": ("k_timestamp", pa.timestamp("us", tz="UTC"),
-                  [dt.datetime(2026, 1, 1, 0, 0, 0, 123456, UTC), dt.datetime(2026, 1, 1, 0, 0, 0, 123457, UTC),
-                   dt.datetime(1969, 12, 31, 23, 59, 59, tzinfo=UTC)]),
-    "timestamp_ntz": ("k_ntz", pa.timestamp("us"),
-                      [dt.datetime(2026, 1, 1, 0, 0, 0, 123456), dt.datetime(2026, 1, 1, 0, 0, 0, 123457),
-                       dt.datetime(1969, 12, 31, 23, 59, 59)]),
-    "boolean": ("k_boolean", pa.bool_(), [True, False]),
-    "binary": ("k_binary", pa.binary(), [b"\x00\x01", b"\xff", b""]),
-}
+MIXED = tuple(TYPES)
+KEY = [TYPES[t][0] for t in MIXED]
+#: The Change Data Feed source also carries the key as foreign-key columns, for the wide table's left join.
+FK = {f"f{c[1:]}": (TYPES[t][1], itemgetter(i)) for i, (t, c) in enumerate(zip(MIXED, KEY))}
 #: The key types whose values are exact as SQL literals: a MERGE lists their keys (spark_jobs.delta.key_pruning).
 LITERAL = ("tinyint", "smallint", "int", "bigint", "decimal(20,4)", "string", "date", "boolean")
-VALUES = [("v", pa.string()), ("n", pa.int32())]
 
 
 def test_the_matrix_covers_every_key_type_of_the_contract():
@@ -113,46 +93,9 @@ def ddl(types: tuple[str, ...], extra: str = "") -> str:
     return ", ".join([*(f"`{TYPES[t][0]}` {t.upper()}" for t in types), "v STRING", "n INT"]) + extra
 
 
-def utc_naive(value: Any) -> Any:
-    """A timestamp as Spark hands it to Python in the test session (UTC), naive."""
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(UTC).replace(tzinfo=None)
-    return value
-
-
 def spark_rows(state: dict[tuple, tuple]) -> list[tuple]:
     """The state as a table of it reads back (sorted rows: key columns, v, n)."""
     return sorted(tuple(utc_naive(x) for x in (*k, *row)) for k, row in state.items())
-
-
-def as_json(value: Any, kind: str) -> Any:
-    """A value as a JSON destination receives it (Spark's ``to_json``), parsed back."""
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode()
-    if isinstance(value, Decimal):
-        return float(value)
-    if isinstance(value, dt.datetime):
-        text = utc_naive(value).isoformat(timespec="microseconds")
-        return text + "Z" if kind == "timestamp" else text
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return value
-
-
-def as_sqlite(value: Any) -> Any:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    return value
-
-
-def as_postgres(value: Any) -> Any:
-    return value
 
 
 # --- the lake --------------------------------------------------------------------------------------------
@@ -209,18 +152,11 @@ class Lake:
 def lake(spark, tmp_path_factory, postgres_server, kafka_broker):
     from tests_common.http_server import HttpDestination
 
-    mixed = tuple(TYPES)
-    columns = tuple(TYPES[t][0] for t in mixed)
-    with HttpDestination(key_fields=columns) as http:
+    with HttpDestination(key_fields=tuple(KEY)) as http:
         yield Lake(spark, tmp_path_factory.mktemp("key-matrix"), postgres_server, kafka_broker, http)
 
 
 # --- the composite key of every type, through every path ---------------------------------------------------
-
-MIXED = tuple(TYPES)
-KEY = [TYPES[t][0] for t in MIXED]
-#: The Change Data Feed source also carries the key as foreign-key columns, for the wide table's left join.
-FK = {f"f{c[1:]}": (TYPES[t][1], itemgetter(i)) for i, (t, c) in enumerate(zip(MIXED, KEY))}
 
 
 def destinations(lake: Lake) -> dict[str, dict[str, Any]]:
@@ -258,8 +194,7 @@ def expected(state: dict[tuple, tuple]) -> dict[str, list[tuple]]:
         return sorted(tuple(convert(x, t) for x, t in zip((*k, *row), [*MIXED, "string", "int"]))
                       for k, row in state.items())
 
-    return {"sqlite": rows(lambda x, _: as_sqlite(x)), "postgres": rows(lambda x, _: utc_naive(as_postgres(x))),
-            "http": rows(as_json), "kafka": rows(as_json)}
+    return {"sqlite": rows(as_sqlite), "postgres": rows(as_postgres), "http": rows(as_json), "kafka": rows(as_json)}
 
 
 @pytest.mark.timeout(900)
