@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -73,17 +73,20 @@ def table_id(fs: AbstractFileSystem, path: str) -> str | None:
     return None
 
 
-def _first_metadata_id(fs: AbstractFileSystem, file: str) -> str | None:
-    """The ``id`` of the first ``metaData`` action in a JSON commit or checkpoint file."""
+def _actions(fs: AbstractFileSystem, file: str) -> Iterator[dict[str, Any]]:
+    """The actions of a JSON log file, one a line, read as they are asked for; a line that is not JSON
+    is a :class:`DamagedCommit` naming the file and the line."""
     with fs.open(file, "r") as handle:
         for number, line in enumerate(handle, 1):
             try:
-                action = json.loads(line)
+                yield json.loads(line)
             except ValueError as exc:
                 raise DamagedCommit(f"{file.rsplit('/', 1)[-1]} line {number} is not JSON ({exc})") from exc
-            if "metaData" in action:
-                return str(action["metaData"]["id"])
-    return None
+
+
+def _first_metadata_id(fs: AbstractFileSystem, file: str) -> str | None:
+    """The ``id`` of the first ``metaData`` action in a JSON commit or checkpoint file."""
+    return next((str(action["metaData"]["id"]) for action in _actions(fs, file) if "metaData" in action), None)
 
 
 def _checkpoint_metadata_id(fs: AbstractFileSystem, file: str) -> str | None:
@@ -103,16 +106,10 @@ def commit_info(fs: AbstractFileSystem, path: str, version: int, *, whole: bool 
     """The ``commitInfo`` action of ``version`` (empty when the commit has none: an emptied file),
     read up to that line; with ``whole``, every line is read, so a file cut after its ``commitInfo``
     is a :class:`DamagedCommit` too (the newest commit, the one a job acts on, is read so)."""
-    name = f"{version:020d}.json"
     info: dict[str, Any] = {}
-    with fs.open(f"{path}/_delta_log/{name}", "r") as handle:
-        for number, line in enumerate(handle, 1):
-            try:
-                action = json.loads(line)
-            except ValueError as exc:
-                raise DamagedCommit(f"{name} line {number} is not JSON ({exc})") from exc
-            if "commitInfo" in action:
-                info = action["commitInfo"]
-                if not whole:
-                    break
+    for action in _actions(fs, f"{path}/_delta_log/{version:020d}.json"):
+        if "commitInfo" in action:
+            info = action["commitInfo"]
+            if not whole:
+                break
     return info
