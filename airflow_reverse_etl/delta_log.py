@@ -5,6 +5,7 @@ that say whether waiting helps. Cheap enough to poll from the triggerer.
 - :func:`find_version` — the version of a logical date (or the head once it reaches a version), for
   :class:`~airflow_reverse_etl.sensors.snapshot.SnapshotSensor` and
   :class:`~airflow_reverse_etl.triggers.delta_version.DeltaVersionTrigger`;
+- :func:`table_id` — which table is at a path now (a source replaced there has another id);
 - :class:`LogFollower` — a table's head and newest commits, for
   :class:`~airflow_reverse_etl.triggers.delta_commit.DeltaCommitTrigger`.
 
@@ -70,6 +71,16 @@ def head_version(uri: str) -> int | None:
     """The table's newest version; None while there is no table."""
     versions = _versions(uri)
     return versions[0] if versions else None
+
+
+def table_id(uri: str) -> str | None:
+    """The id of the Delta table at ``uri`` (its log's ``metaData.id``), None while there is none:
+    which table is there now, so that a table replaced at the same path is noticed."""
+    with reading_log(uri):
+        try:
+            return delta_tables.table_id(uri)
+        except delta_tables.DamagedCommit as exc:
+            raise ReverseEtlDataError(f"The Delta log of {uri} is corrupt: {exc}") from exc
 
 
 def find_version(uri: str, logical_date: str | None = None, min_version: int | None = None) -> dict[str, Any] | None:

@@ -1,11 +1,11 @@
 """What this provider raises, and whether Airflow should retry the task.
 
 Like the official providers, every error is a :class:`ReverseEtlError` (an ``AirflowException``).
-Configuration and data errors are also an ``AirflowFailException``: the task fails at once, without
-using its retries, since running the same spec on the same data fails the same way (a bad option, a
-duplicate key, a destination whose schema does not match). Infrastructure errors (a storage or
-destination outage, a Spark job that died) and concurrent-write conflicts stay a plain
-``AirflowException``, which Airflow retries.
+Configuration, data and defect errors are also an ``AirflowFailException``: the task fails at once,
+without using its retries, since running the same spec on the same data fails the same way (a bad
+option, a duplicate key, a destination whose schema does not match, SQL the product generated that
+Spark refuses). Infrastructure errors (a storage or destination outage, a Spark job that died) and
+concurrent-write conflicts stay a plain ``AirflowException``, which Airflow retries.
 
 A failed Spark job reports its error's ``category`` in its result (:mod:`spark_jobs.errors`);
 :func:`job_failure` turns that into the matching class here.
@@ -37,6 +37,11 @@ class ReverseEtlError(AirflowException):
         raised = getattr(errors, str(self.error.get("type")), None)
         return isinstance(raised, type) and issubclass(raised, job_error)
 
+    @classmethod
+    def explanation(cls, error: dict[str, Any]) -> str | None:
+        """What the task log should add to a failed job's own message of this class, if anything."""
+        return None
+
 
 class ReverseEtlConfigError(ReverseEtlError, AirflowFailException):
     """The DAG, an operator's arguments, a connection or the job spec ask for something impossible."""
@@ -49,6 +54,22 @@ class ReverseEtlDataError(ReverseEtlError, AirflowFailException):
     Delta log): fix the data or the options, then run again."""
 
     category = "data"
+
+
+class ReverseEtlDefectError(ReverseEtlError, AirflowFailException):
+    """Spark refused SQL or a plan the job generated (an analysis, parse or plan error), or the job's
+    own code failed: a defect of this provider, or a configuration it should have refused before
+    running. A retry meets the same error, so the task fails at once; the message names the error
+    condition (:mod:`spark_jobs.error_conditions`) and asks for a report."""
+
+    category = "defect"
+
+    @classmethod
+    def explanation(cls, error: dict[str, Any]) -> str | None:
+        condition = error.get("condition")
+        return ("This is a defect of airflow-reverse-etl, or a configuration it should have refused before running"
+                f"{f' (error condition {condition})' if condition else ''}: running the task again meets the same "
+                "error, so it is not retried. Please report it with this log.")
 
 
 class ReverseEtlInfrastructureError(ReverseEtlError):
@@ -67,7 +88,7 @@ def error_class(category: str | None) -> type[ReverseEtlError]:
     """The class for a category (``spark_jobs.errors.Category``). An unknown or missing one (an error
     nobody classified, a result from an older job library) is an infrastructure error, retried as
     Airflow always did."""
-    classes = (ReverseEtlConfigError, ReverseEtlDataError, ReverseEtlInfrastructureError,
+    classes = (ReverseEtlConfigError, ReverseEtlDataError, ReverseEtlDefectError, ReverseEtlInfrastructureError,
                ReverseEtlConcurrentWriteError)
     return next((cls for cls in classes if cls.category == category), ReverseEtlInfrastructureError)
 
@@ -78,6 +99,9 @@ def job_failure(job: str, error: dict[str, Any]) -> ReverseEtlError:
     if error.get("retryable") and not issubclass(cls, ReverseEtlInfrastructureError):
         cls = ReverseEtlInfrastructureError  # the job said a retry can help: never forbid it
     message = f"{job} job failed: {error.get('type')}: {error.get('message')}"
+    explanation = cls.explanation(error)
+    if explanation:
+        message += f"\n{explanation}"
     if error.get("traceback"):
         message += f"\n{error['traceback']}"
     return cls(message, error)

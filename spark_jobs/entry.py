@@ -102,16 +102,22 @@ def connect_ui_url(spark: SparkSession, session_id: str) -> str | None:
 
 def failure(exc: Exception, warehouse: str | None) -> dict[str, Any]:
     """The result's ``error``: what failed, and whether the Airflow task should be retried. An error
-    the job explains carries no traceback; anything else (a bug, an infrastructure failure nobody
-    classified) keeps it for the task log and counts as retryable, as Airflow would treat it."""
+    the job explains carries no traceback. Any other exception is looked up in the catalogue of
+    Spark, Delta, JVM and Python failures (:mod:`spark_jobs.error_conditions`), which gives its
+    category and the ``condition`` it matched on (SQL the product generated and Spark refused is a
+    ``defect``, never retried); one the catalogue does not know counts as infrastructure and is
+    retried, as Airflow would treat it. Both keep the traceback for the task log."""
+    from spark_jobs.error_conditions import classify
     from spark_jobs.errors import explain
 
     explained = explain(exc, warehouse)
     if explained is not None:
         return {"type": type(explained).__name__, "message": str(explained), "category": explained.category,
                 "retryable": explained.retryable}
-    return {"type": type(exc).__name__, "message": str(exc), "category": "infrastructure", "retryable": True,
-            "traceback": traceback.format_exc(limit=20)}
+    known = classify(exc)
+    classified = ({"category": "infrastructure", "retryable": True} if known is None else
+                  {"category": known.category, "retryable": known.retryable, "condition": known.found})
+    return {"type": type(exc).__name__, "message": str(exc), **classified, "traceback": traceback.format_exc(limit=20)}
 
 
 def main(argv: list[str] | None = None, ship: str | None = None) -> int:

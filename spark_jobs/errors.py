@@ -3,10 +3,13 @@
 A :class:`JobError` is reported as the job result's ``error`` (type, message, ``category``,
 ``retryable``) and becomes the Airflow task's failure message verbatim, so its text must name the
 problem (the table, the column, the key values) and, where there is one, the option that changes the
-behaviour. The Airflow side maps ``category`` to an exception class: ``config`` and ``data`` errors
-fail the task without retries (the same spec on the same data fails the same way), ``infrastructure``
-and ``conflict`` errors are retried by Airflow. Anything that is not a :class:`JobError` is a bug or an
-infrastructure failure nobody explained; it is reported with its traceback and treated as retryable.
+behaviour. The Airflow side maps ``category`` to an exception class: ``config``, ``data`` and
+``defect`` errors fail the task without retries (the same spec on the same data fails the same way),
+``infrastructure`` and ``conflict`` errors are retried by Airflow. Anything that is not a
+:class:`JobError` is looked up in the catalogue of Spark, Delta, JVM and Python failures
+(:mod:`spark_jobs.error_conditions`): SQL the product generated that Spark refuses (an analysis, parse
+or plan error) is a ``defect``, a lost executor ``infrastructure``; what the catalogue does not know is
+reported with its traceback and treated as retryable.
 
 The taxonomy::
 
@@ -28,7 +31,9 @@ from __future__ import annotations
 import re
 from typing import ClassVar, Iterator, Literal
 
-Category = Literal["config", "data", "infrastructure", "conflict"]
+#: What kind of failure an error is; ``defect``: SQL or code of the product failed (a bug, or a
+#: configuration the product should have refused before running it), which no retry fixes.
+Category = Literal["config", "data", "infrastructure", "conflict", "defect"]
 
 
 class JobError(Exception):

@@ -13,7 +13,8 @@ Two engines, each for what it answers best, chosen here once:
   Spark Connect; this is a few milliseconds). And delta-rs misnumbers the versions after an emptied
   commit file, where this reader sees a commit without ``commitInfo`` (a damaged version, which the
   jobs refuse), and says only "Json error" of a commit file that is not JSON, which is named here by
-  file and line.
+  file and line. A table's *id* (its ``metaData.id``, :func:`table_id`) tells a table replaced at
+  its path from the one a snapshot read.
 * **The rows of small tables** (the ``_system`` bookkeeping: a few rows per job) are read and written
   with delta-rs: an append is ~10 ms where a Spark job was ~0.35 s warm in-process, a read ~5 ms
   where a Spark aggregation was ~0.5 s (``bench/README.md``, scenario 7). Reads go through its SQL
@@ -53,6 +54,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 _COMMIT = re.compile(r"^(\d{20})\.json$")
+#: A checkpoint file: classic (``<v>.checkpoint.parquet``), multi-part (``<v>.checkpoint.<part>.<parts>.parquet``)
+#: or V2 (``<v>.checkpoint.<uuid>.json|parquet``).
+_CHECKPOINT = re.compile(r"^(\d{20})\.checkpoint(?:\.[0-9a-f.-]+)?\.(parquet|json)$")
 
 #: Commits between two checkpoints of a table the first append creates (Delta's default is 10): a
 #: checkpoint rewrites the whole table state, and a table of tiny appends is cheap to replay from its
@@ -79,17 +83,22 @@ def _log(uri: str) -> tuple[AbstractFileSystem, str]:
     return fs, f"{path.rstrip('/')}/_delta_log"
 
 
-def commit_versions(uri: str) -> list[int] | None:
-    """The versions whose commit files exist, newest first; None when ``uri`` has no ``_delta_log``.
-    The listing is read fresh: object-store filesystems cache listings, and another writer may have
-    committed since."""
-    fs, log = _log(uri)
+def _log_names(fs: AbstractFileSystem, log: str) -> list[str] | None:
+    """The file names in the ``log`` directory, read fresh: object-store filesystems cache listings,
+    and another writer may have committed since; None when there is no ``_delta_log``."""
     fs.invalidate_cache(log)
     try:
-        names = fs.ls(log, detail=False)
+        return [str(name).rstrip("/").rsplit("/", 1)[-1] for name in fs.ls(log, detail=False)]
     except FileNotFoundError:
         return None
-    found = (_COMMIT.match(str(name).rstrip("/").rsplit("/", 1)[-1]) for name in names)
+
+
+def commit_versions(uri: str) -> list[int] | None:
+    """The versions whose commit files exist, newest first; None when ``uri`` has no ``_delta_log``."""
+    names = _log_names(*_log(uri))
+    if names is None:
+        return None
+    found = (_COMMIT.match(name) for name in names)
     return sorted((int(m.group(1)) for m in found if m), reverse=True)
 
 
@@ -117,21 +126,67 @@ def table_history(uri: str, limit: int | None = None) -> list[dict[str, Any]] | 
     return list(islice(commits(uri, versions), limit)) if versions else None
 
 
-def _commit_info(fs: AbstractFileSystem, log: str, version: int, *, whole: bool) -> dict[str, Any]:
-    """The ``commitInfo`` action of ``version`` (empty when the commit has none: an emptied file)."""
-    name = f"{version:020d}.json"
-    info: dict[str, Any] = {}
-    with fs.open(f"{log}/{name}", "r") as handle:
+def _actions(fs: AbstractFileSystem, file: str) -> Iterator[dict[str, Any]]:
+    """The actions of a JSON log file, one a line, read as they are asked for; a line that is not JSON
+    is a :class:`DamagedCommit` naming the file and the line."""
+    with fs.open(file, "r") as handle:
         for number, line in enumerate(handle, 1):
             try:
-                action = json.loads(line)
+                yield json.loads(line)
             except ValueError as exc:
-                raise DamagedCommit(f"{name} line {number} is not JSON ({exc})") from exc
-            if "commitInfo" in action:
-                info = action["commitInfo"]
-                if not whole:
-                    break
+                raise DamagedCommit(f"{file.rsplit('/', 1)[-1]} line {number} is not JSON ({exc})") from exc
+
+
+def _commit_info(fs: AbstractFileSystem, log: str, version: int, *, whole: bool) -> dict[str, Any]:
+    """The ``commitInfo`` action of ``version`` (empty when the commit has none: an emptied file)."""
+    info: dict[str, Any] = {}
+    for action in _actions(fs, f"{log}/{version:020d}.json"):
+        if "commitInfo" in action:
+            info = action["commitInfo"]
+            if not whole:
+                break
     return info
+
+
+def table_id(uri: str) -> str | None:
+    """The id of the Delta table at ``uri``: its ``metaData`` action's ``id``, a UUID Delta gives a
+    table when it is created and keeps for its life, so a table removed and written again at the same
+    path has another (its versions start again at 0). None when there is no table.
+
+    Cheap: one listing of the log and the first lines of one file — the first commit, which holds
+    the ``metaData`` (it is read up to that line), or, when log clean-up has deleted it, the newest
+    checkpoint's ``metaData`` column. A damaged file is a :class:`DamagedCommit`."""
+    fs, log = _log(uri)
+    names = _log_names(fs, log)
+    if not names:
+        return None
+    if f"{0:020d}.json" in names:
+        return _first_metadata_id(fs, f"{log}/{0:020d}.json")
+    checkpoints = [(int(m.group(1)), m.group(0)) for m in map(_CHECKPOINT.match, names) if m]
+    newest = max((version for version, _ in checkpoints), default=None)
+    for name in sorted(name for version, name in checkpoints if version == newest):  # parts: one has it
+        found = _checkpoint_metadata_id(fs, f"{log}/{name}")
+        if found:
+            return found
+    return None
+
+
+def _first_metadata_id(fs: AbstractFileSystem, file: str) -> str | None:
+    """The ``id`` of the first ``metaData`` action in a JSON commit or checkpoint file."""
+    return next((str(action["metaData"]["id"]) for action in _actions(fs, file) if "metaData" in action), None)
+
+
+def _checkpoint_metadata_id(fs: AbstractFileSystem, file: str) -> str | None:
+    """The ``metaData.id`` a checkpoint holds: its one non-null ``metaData`` row (a Parquet column of
+    one value among nulls, so reading it reads little whatever the table's size)."""
+    if file.endswith(".json"):
+        return _first_metadata_id(fs, file)
+    import pyarrow.parquet as pq
+
+    with fs.open(file, "rb") as handle:
+        column = pq.read_table(handle, columns=["metaData"]).column("metaData")
+    ids = [row["id"] for row in column.drop_null().to_pylist()]
+    return str(ids[0]) if ids else None
 
 
 def _commit(info: dict[str, Any], version: int) -> dict[str, Any]:

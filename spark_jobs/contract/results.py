@@ -32,6 +32,9 @@ class SnapshotResult(JobResult):
     inputs: list[Ref]
     outputs: list[Ref]
     replayed: dict[str, int] | None = None  # on_past_date="rebuild": later date -> its new version
+    # a Delta source replaced at its path since the last run: what that run read ({"table_id", "version"}),
+    # the new table being read in full (spark_jobs.sources.change_feed.replaced)
+    source_replaced: dict[str, Any] | None = omitted_when_none()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,9 +23,11 @@ from spark_jobs.contract.options import (
     relative_path,
     path_name,
     required_names,
+    resolved_at_run_time,
     required_text,
     text,
 )
+from spark_jobs.contract.key_types import check_key_types, ddl_types
 from spark_jobs.contract.layout import history_rel, parse_logical_date, snapshot_rel, table_rel
 from spark_jobs.errors import ConfigError
 from spark_jobs.contract.wide_table import WideTable, parse as parse_wide_table
@@ -165,6 +167,24 @@ class SnapshotSpec(JobSpec):
         if key and names(key) != self.primary_key:
             raise ConfigError(f"Snapshot {self.name}: the kafka source's key {names(key)} must be the primary key "
                               f"{self.primary_key} (each message's key is the row's primary key)")
+        _check_declared_key_types(self.name, self.source, self.primary_key)
+
+    @classmethod
+    def check_static(cls, **values: Any) -> None:
+        """The field checks, and the key's types where the source declares them (an upsert-kafka
+        source's ``value_schema``): the one source whose key types are known when the DAG is parsed."""
+        super().check_static(**values)
+        source, key = values.get("source"), values.get("primary_key")
+        if isinstance(source, dict) and key is not None and not resolved_at_run_time([source, key]):
+            _check_declared_key_types(str(values.get("name")), source, names(key))
+
+
+def _check_declared_key_types(name: str, source: dict[str, Any], key: list[str]) -> None:
+    """Refuse a key type an upsert-kafka source's ``value_schema`` declares (other sources' types are
+    known once they are read: the snapshot job refuses them then, before writing)."""
+    if source.get("format") == "kafka":
+        declared = ddl_types(str(source.get("value_schema") or "")) or {}
+        check_key_types(declared, key, f"Snapshot {name}: kafka source {source.get('topic')!r}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -13,8 +13,13 @@ not the user's (:data:`RESERVED`); any other name, one starting with ``_`` inclu
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from spark_jobs.errors import ConfigError
 from spark_jobs.delta.row_hash import ROW_HASH
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
 
 #: Delta's Change Data Feed columns, which every change set carries.
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
@@ -25,6 +30,11 @@ META_COLUMNS = frozenset(CDF_COLUMNS + SYNC_COLUMNS)
 RESERVED = META_COLUMNS | {ROW_HASH}
 #: Characters Delta refuses in a column name (without column mapping), and the dot of a struct field.
 FORBIDDEN_CHARACTERS = " ,;{}()\n\t=."
+
+
+def column_types(schema: StructType) -> dict[str, str]:
+    """Column -> its Spark type as ``simpleString()`` names it (``bigint``, ``decimal(10,2)``)."""
+    return {f.name: f.dataType.simpleString() for f in schema.fields}
 
 
 def data_columns(columns: list[str]) -> list[str]:

@@ -14,8 +14,9 @@ commit's ``operationParameters`` in the table's log (so a MERGE's keys stay read
 log's retention, as its partition values do). With 150k keys the same MERGE took 37-41 s against
 22-29 s without the list. So past :data:`MAX_LISTED_KEYS` source rows the ON clause stays as it is,
 and so it does for key types whose values are not exact as literals
-(:data:`spark_jobs.delta.literals.LITERAL_TYPES`). The list never changes what matches: a target row that
-equals a source row on the key has one of the source's keys.
+(:func:`spark_jobs.delta.literals.has_literal`). Each value is written as a literal of its column's exact
+type: a composite key is compared as a struct, whose fields Spark does not widen. The list never changes
+what matches: a target row that equals a source row on the key has one of the source's keys.
 
 Reading the keys is a Spark job over the source, so the MERGEs that list them read sources that are
 already computed: a local checkpoint (the snapshot's change rows, either path; the wide table's
@@ -29,7 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from spark_jobs.delta.keys import any_null
-from spark_jobs.delta.literals import LITERAL_TYPES, column, literal
+from spark_jobs.delta.literals import column, has_literal, literal
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -43,7 +44,7 @@ def listed_keys(source: DataFrame, key: Sequence[str], alias: str = "t") -> str 
     more than :data:`MAX_LISTED_KEYS` or a key column's type has no exact literal. A row with a null
     in its key matches nothing, so it is left out; ``FALSE`` when no row is left."""
     types = {f.name: f.dataType.simpleString() for f in source.schema.fields}
-    if any(types.get(c) not in LITERAL_TYPES for c in key):
+    if not all(has_literal(types.get(c)) for c in key):
         return None
     values = source.where(~any_null(list(key))).select(*key).limit(MAX_LISTED_KEYS + 1).collect()
     if len(values) > MAX_LISTED_KEYS:
@@ -51,6 +52,6 @@ def listed_keys(source: DataFrame, key: Sequence[str], alias: str = "t") -> str 
     if not values:
         return "FALSE"
     if len(key) == 1:
-        return f"{column(alias, key[0])} IN ({', '.join(literal(row[0]) for row in values)})"
-    tuples = ", ".join("(" + ", ".join(literal(v) for v in row) + ")" for row in values)
+        return f"{column(alias, key[0])} IN ({', '.join(literal(row[0], types[key[0]]) for row in values)})"
+    tuples = ", ".join("(" + ", ".join(literal(v, types[c]) for c, v in zip(key, row)) + ")" for row in values)
     return f"({', '.join(column(alias, c) for c in key)}) IN ({tuples})"

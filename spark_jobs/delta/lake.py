@@ -147,6 +147,16 @@ def table_history(uri: str, limit: int | None = None) -> list[dict[str, Any]] | 
         raise damaged_log(uri, str(exc)) from exc
 
 
+def table_id(uri: str) -> str | None:
+    """The id of the Delta table at ``uri`` (:func:`spark_jobs.contract.delta_tables.table_id`: one
+    listing and the first lines of one file), None when there is none: which table a snapshot read, so
+    that a table replaced at the same path is told from the one recorded."""
+    try:
+        return delta_tables.table_id(uri)
+    except delta_tables.DamagedCommit as exc:
+        raise damaged_log(uri, str(exc)) from exc
+
+
 def history(uri: str, limit: int | None = None) -> list[dict[str, Any]]:
     """:func:`table_history` of a table that must exist: none at ``uri`` is a
     :class:`~spark_jobs.errors.ConfigError`."""

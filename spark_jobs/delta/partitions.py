@@ -12,7 +12,8 @@ it leaves.
 Partition columns are chosen once, when the table is created: re-partitioning rewrites every file,
 so a spec whose ``partition_by`` differs from the table's is refused (record into a new table). They
 must be low-cardinality columns of a type whose values are exact as SQL literals (strings, whole
-numbers, dates, booleans: :data:`spark_jobs.delta.literals.LITERAL_TYPES`); past
+numbers, decimals, dates, booleans: :func:`spark_jobs.delta.literals.has_literal`), each written as a
+literal of the column's own type; past
 :data:`MAX_PRUNED_PARTITIONS` touched partitions the predicate is left out, as it would cost more to
 plan than it saves.
 """
@@ -23,15 +24,16 @@ from typing import TYPE_CHECKING
 
 from spark_jobs.errors import ConfigError
 from spark_jobs.delta.lake import delta_path
-from spark_jobs.delta.literals import LITERAL_TYPES, column, literal
+from spark_jobs.delta.literals import LITERAL_TYPES, column, has_literal, literal
 from spark_jobs.delta.rows import one_row
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-#: The Spark types a partition column may have: its values are written into MERGE predicates.
-PARTITION_TYPES = LITERAL_TYPES
+#: The Spark types a partition column may have (and every ``decimal(p,s)``): its values are written
+#: into MERGE predicates.
+PARTITION_TYPES = (*LITERAL_TYPES, "decimal(p,s)")
 #: Past this many touched partitions a MERGE goes without the partition predicate.
 MAX_PRUNED_PARTITIONS = 1000
 
@@ -43,7 +45,7 @@ def check_new_layout(schema: StructType, partition_by: list[str], where: str) ->
     if missing:
         raise ConfigError(f"{where}: partition_by column(s) {missing} are not in the source (its columns are "
                           f"{list(types)}). Nothing was written.")
-    odd = {c: types[c] for c in partition_by if types[c] not in PARTITION_TYPES}
+    odd = {c: types[c] for c in partition_by if not has_literal(types[c])}
     if odd:
         raise ConfigError(f"{where}: partition_by column(s) {odd} have types a table cannot be partitioned by "
                           f"here; use columns of type {', '.join(PARTITION_TYPES)}. Nothing was written.")
@@ -61,13 +63,14 @@ def check_layout(spark: SparkSession, uri: str, partition_by: list[str], where: 
 def touched_predicate(frame: DataFrame, partition_by: list[str], alias: str = "t") -> str | None:
     """SQL on the target ``alias``: its rows in the partitions ``frame`` (columns ``partition_by``, one
     row per current row a change matches) names; None when there are too many to be worth it."""
+    types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
     values = frame.select(*partition_by).distinct().limit(MAX_PRUNED_PARTITIONS + 1).collect()
     if len(values) > MAX_PRUNED_PARTITIONS:
         return None
     if not values:
         return "FALSE"  # every change is an insert: no current row to match
     target = {c: column(alias, c) for c in partition_by}
-    terms = [" AND ".join(f"{target[c]} IS NULL" if row[c] is None else f"{target[c]} = {literal(row[c])}"
+    terms = [" AND ".join(f"{target[c]} IS NULL" if row[c] is None else f"{target[c]} = {literal(row[c], types[c])}"
                           for c in partition_by) for row in values]
     return "(" + " OR ".join(f"({term})" for term in terms) + ")"
 

@@ -17,6 +17,9 @@ the snapshot commit, see :mod:`spark_jobs.delta.renames`), so the snapshot commi
 Change Data Feed fast path (design 4.1): a Delta source with Change Data Feed is read from the
 version the last run recorded (``source_version``) and only its net changes are MERGEd
 (:mod:`spark_jobs.sources.change_feed`); the same single commit as a full extract, the same table.
+Every commit also records which Delta table the source was (``source_table_id``): a source replaced
+at its path is read in full, never through a feed across two tables, and the commit and the result
+say so (``source_replaced``).
 
 An upsert-kafka topic source (``{"format": "kafka", ...}``, :mod:`spark_jobs.sources.upsert_kafka`) works the
 same way with offsets instead of versions: every commit records the end offsets it read
@@ -33,7 +36,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 from spark_jobs import crashpoints
 from spark_jobs.jobs import rebuild
 from spark_jobs.sources import change_feed, upsert_kafka
-from spark_jobs.delta.columns import check_column_names
+from spark_jobs.contract.key_types import check_key_types
+from spark_jobs.delta.columns import check_column_names, column_types
 from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_logical_date, table_ref
 from spark_jobs.errors import ConcurrentWriteError, ConfigError, PastDateRefusedError, explain
 from spark_jobs.delta.keys import check_primary_key, require_columns
@@ -49,6 +53,7 @@ from spark_jobs.delta.lake import (
     own_commit_or_empty,
     require_intact,
     table_history,
+    table_id,
 )
 from spark_jobs.delta.detection import PRIOR, VANISHED, Changes, align_schema, detect_changes
 from spark_jobs.delta.partitions import check_layout, check_new_layout, pruned
@@ -222,7 +227,7 @@ def _start(spark: SparkSession, spec: SnapshotSpec, uri: str, entries: list[dict
     metadata: dict[str, Any] = {"job": "snapshot", "logical_date": spec.logical_date, "run_id": spec.run_id,
                                 "primary_key": spec.primary_key, "source": describe(source)}
     if source.get("format") == "delta" and source.get("version") is not None:
-        metadata["source_version"] = int(source["version"])
+        metadata.update(_delta_source(spec, source, entries if rebuilding is None else None))
     if topic is not None:
         metadata["source_offsets"] = topic.end_offsets()
     if rebuilding is not None:
@@ -237,11 +242,27 @@ def _start(spark: SparkSession, spec: SnapshotSpec, uri: str, entries: list[dict
     return _Run(spark, spec, uri, entries, rebuilding, source, topic, metadata, base)
 
 
+def _delta_source(spec: SnapshotSpec, source: dict[str, Any], entries: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """What the commit records of a Delta source pinned to a version: the version, the table's id, and
+    whether it replaced the table the last run read at the same path (``entries``: the snapshot's
+    history; None on a first run or a rebuild, which compare with nothing)."""
+    recorded: dict[str, Any] = {"source_version": int(source["version"]), "source_table_id": table_id(source["path"])}
+    was = change_feed.replaced(entries, source, recorded["source_table_id"]) if entries else None
+    if was is not None:
+        recorded["source_replaced"] = was
+        log.warning("Snapshot %s: the source %s is another Delta table than the one the last run read (table id %s "
+                    "at version %s, now %s at version %s): it was replaced at its path. Reading it in full; the "
+                    "diff that follows carries the replacement.", spec.name, source["path"], was["table_id"],
+                    was["version"], recorded["source_table_id"], recorded["source_version"])
+    return recorded
+
+
 def _change_data_feed(run: _Run) -> SnapshotResult | None:
     """The fast path of a Delta source with Change Data Feed (the module docstring); None when it
     does not apply."""
     head = run.head
-    since = change_feed.since(run.spark, run.uri, run.source, run.spec.primary_key, head) if head is not None else None
+    since = change_feed.since(run.spark, run.uri, run.source, run.spec.primary_key, head,
+                              run.metadata.get("source_table_id")) if head is not None else None
     if head is None or since is None:
         return None
     with on_top_of(run.spark, run.base):
@@ -270,6 +291,7 @@ def _full_extract(run: _Run) -> SnapshotResult:
     topic = run.topic
     df = upsert_kafka.table(spark, topic, spec.primary_key) if topic is not None else read_source(spark, run.source)
     check_column_names(df.columns, f"Snapshot {spec.name}")
+    check_key_types(column_types(df.schema), spec.primary_key, f"Snapshot {spec.name}")
     if run.entries is not None:
         entry = _merge_extract(run, df)
     else:
@@ -393,6 +415,7 @@ def _result(wh: Warehouse, rel: str, entry: dict[str, Any], source: dict[str, An
         reused=reused,
         read=read,
         replayed=replayed,
+        source_replaced=metadata.get("source_replaced"),
         inputs=[source_ref],
         outputs=[out, *(table_ref(wh, rel, v) for v in (replayed or {}).values())],
     )

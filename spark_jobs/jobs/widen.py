@@ -43,6 +43,7 @@ from spark_jobs.delta.lake import (
     retry_on_conflict,
     table_history,
 )
+from spark_jobs.contract.key_types import check_key_types
 from spark_jobs.delta.partitions import check_layout, check_new_layout
 from spark_jobs.errors import ConfigError
 from spark_jobs.state import consumers
@@ -82,6 +83,9 @@ def run_widen(spark: SparkSession, spec: WidenSpec) -> WidenResult:
         raise ConfigError(f"Wide table {t.name} does not exist yet: merge its full-join sources "
                           f"{[s.name for s in t.full_sources]} before the left join(s) {[s.name for s in left]}")
     types = column_types(spark, wh, t, step, inputs, exists)
+    # the wide key and the foreign keys the reverse indexes are keyed by
+    check_key_types({c: kind.simpleString() for c, kind in types.items()},
+                    [*t.primary_key, *(c for s in left for c in s.on)], f"Wide table {t.name}")
     columns = t.merged_columns(full)
     partial_update.check_types(t, columns, types)
     events = full_events(spark, t, full, inputs, columns, types)  # refuses deletes before any write

@@ -72,6 +72,9 @@ RECORD_CODES = ("54000",)
 UNIQUE_VIOLATION = "23505"
 #: The staging table's column for each row's destination operation.
 STAGED_OP = "_aretl_op"
+#: The most columns a Postgres table can have (``MaxHeapAttributeNumber``; "tables can have at most 1600
+#: columns"), the staging table's operation column included.
+MAX_TABLE_COLUMNS = 1600
 #: The operations that add a row; those of rows new to the source may go straight into the target.
 NEW_ROW_OPS = ("upsert", "insert")
 
@@ -123,6 +126,7 @@ class PostgresSink(SqlSink):
     dialect = "postgres"
     label = "Postgres"
     schema_qualified = True
+    staging_columns = 1  # the staging table's operation column (STAGED_OP)
     options_class = PostgresOptions
     options: PostgresOptions
 
@@ -182,6 +186,10 @@ class PostgresSink(SqlSink):
 
     def accepts(self, column_type: str, spark_type: str) -> bool:
         return compatible(column_type, spark_type)
+
+    def max_columns(self, cur: Any) -> int:
+        """Postgres' ``MaxHeapAttributeNumber``, fixed when the server is built (1,600)."""
+        return MAX_TABLE_COLUMNS
 
     def check_table(self, cur: Any, columns: dict[str, Column], schema: dict[str, str]) -> None:
         if self.config.mode != "update" and not self._has_unique_key(cur):

@@ -10,6 +10,8 @@
   takes it (adding missing columns with ``ALTER TABLE … ADD COLUMN`` when ``schema_evolution`` says so,
   :mod:`spark_jobs.sinks.schema`) and that no ``NOT NULL`` column without a default is left unfilled —
   each failure naming the column — and the destination's row count for mirror mode's delete guard.
+  A change set wider than the dialect's tables can be is refused there too, before anything is created
+  or sent (:meth:`SqlSink.max_columns`): SQLite's 2,000 columns, Postgres' 1,600.
 
 How rows travel stays each dialect's own: Postgres loads a batch in bulk (``COPY`` into a staging
 table, then set-based statements), SQLite runs statements record-wise in one transaction.
@@ -104,6 +106,8 @@ class SqlSink(Sink):
     label: ClassVar[str]
     #: Whether ``schema.table`` names a table in a schema (else the dot is part of the name).
     schema_qualified: ClassVar[bool] = False
+    #: Columns the dialect's delivery adds to the sent fields in a table of its own (a staging table).
+    staging_columns: ClassVar[int] = 0
     options: SqlOptions
 
     def __init__(self, config: SinkConfig):
@@ -135,6 +139,10 @@ class SqlSink(Sink):
         """Whether a column of ``column_type`` (as :meth:`describe` names it) takes ``spark_type`` values."""
         raise NotImplementedError
 
+    def max_columns(self, cur: Any) -> int | None:
+        """The most columns a table of this dialect can have, a hard limit of the database (None: none known)."""
+        return None
+
     def check_table(self, cur: Any, columns: dict[str, Column], schema: dict[str, str]) -> None:
         """Checks only this dialect needs, after the shared ones (unique indexes)."""
 
@@ -142,6 +150,7 @@ class SqlSink(Sink):
     def prepare(self, schema: dict[str, str]) -> None:
         with self.driver_cursor() as cur:
             columns = self.describe(cur)
+            self.check_width(cur, columns, schema)
             if not columns:
                 if not self.options.create_table:
                     raise DestinationError(f"{self.label} table {self.table_name()} does not exist (create_table "
@@ -158,6 +167,20 @@ class SqlSink(Sink):
                 columns = self.describe(cur)
             self.check_columns(columns, schema)
             self.check_table(cur, columns, schema)
+
+    def check_width(self, cur: Any, columns: dict[str, Column], schema: dict[str, str]) -> None:
+        """A sync whose fields (with the table's other columns) are more than the database allows in a
+        table fails here, before anything is created or sent: the first batch would fail the same way
+        (SQLite's ``too many columns``), and so would every retry."""
+        limit = self.max_columns(cur)
+        width = max(len(set(columns) | set(schema)), len(schema) + self.staging_columns)
+        if limit is not None and width > limit:
+            raise DestinationError(
+                f"{self.label} table {self.table_name()} would need {width} columns for this sync "
+                f"({len(schema)} field(s) sent{f', {len(columns)} column(s) in the table' if columns else ''}"
+                f"{f', {self.staging_columns} for its staging table' if self.staging_columns else ''}); "
+                f"{self.label} allows at most {limit} in a table. Nothing was sent. Send fewer columns (a "
+                "field_mapping naming the ones the destination needs), or sync to a destination without that limit.")
 
     def create_table(self, schema: dict[str, str]) -> str:
         columns = ", ".join(f"{quote(f)} {column_type(self.dialect, t)}" for f, t in schema.items())

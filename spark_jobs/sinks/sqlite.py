@@ -121,6 +121,11 @@ class SqliteSink(SqlSink):
     def accepts(self, column_type: str, spark_type: str) -> bool:
         return accepts(column_type, spark_type)
 
+    def max_columns(self, cur: Any) -> int:
+        """SQLite's ``SQLITE_LIMIT_COLUMN`` of this build (2,000 unless compiled otherwise)."""
+        limit: int = cur.connection.getlimit(sqlite3.SQLITE_LIMIT_COLUMN)
+        return limit
+
     # --- executor side ------------------------------------------------------------------------
     def open(self) -> None:
         self.conn = self._connect()

@@ -13,6 +13,16 @@ Whenever the fast path cannot apply (first run, another source or key, a commit 
 this source's snapshot, a changed schema, no CDF over the range) :func:`since` says None and the
 snapshot job reads the full extract.
 
+A source replaced at its path (removed and written again, or ``CREATE OR REPLACE``d: its versions may
+start again at 0) is another table: the commit records the source's Delta table id
+(``source_table_id``, the log's ``metaData.id``, read without Spark:
+:func:`spark_jobs.delta.lake.table_id`) beside ``source_version``, and a run that finds another
+id at the path never reads a Change Data Feed across the two tables — their version numbers do not
+relate. It reads the new table in full into a new version (so the diff that follows carries the
+replacement: rows of the old table that the new one lacks are deleted) and says so in its commit and
+result (:func:`replaced`). A version recorded before table ids were (none recorded) counts as replaced
+only when the source is now older than it.
+
 An upsert-kafka topic (:mod:`.upsert_kafka`) is the same idea with offsets instead of versions.
 """
 
@@ -36,9 +46,30 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def replaced(entries: list[dict[str, Any]], source: dict[str, Any], table_id: str | None) -> dict[str, Any] | None:
+    """What the newest run that read ``source`` (at its path) recorded — ``{"table_id", "version"}`` —
+    when the Delta table there now, read at ``source["version"]`` with id ``table_id``, is another
+    table; None when it is the same one (or none was read before). ``entries``: the snapshot table's
+    history, newest first."""
+    name = describe(source)
+    last = next((e["metadata"] for e in entries if e["metadata"].get("job") == "snapshot"
+                 and e["metadata"].get("source") == name and isinstance(e["metadata"].get("source_version"), int)),
+                None)
+    if last is None:
+        return None
+    recorded_id, recorded_version = last.get("source_table_id"), int(last["source_version"])
+    if recorded_id is not None and table_id is not None:
+        other = recorded_id != table_id
+    else:  # recorded before table ids were: only a source older than what was read tells
+        other = int(source["version"]) < recorded_version
+    return {"table_id": recorded_id, "version": recorded_version} if other else None
+
+
 def since(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str],
-               newest: dict[str, Any]) -> int | None:
-    """The source version the table's ``newest`` commit recorded, if the fast path applies; else None."""
+          newest: dict[str, Any], table_id: str | None) -> int | None:
+    """The source version the table's ``newest`` commit recorded, if the fast path applies; else None.
+    ``table_id``: the id of the Delta table the source is now; another one than ``newest`` recorded
+    is another table, whose versions are not the recorded one's."""
     wanted = source.get("cdf")
     if source.get("format") != "delta" or wanted is False or source.get("version") is None:
         return None
@@ -53,7 +84,8 @@ def since(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str],
     since = last.get("source_version")
     if (last.get("job") != "snapshot" or last.get("source") != describe(source)
             or list(last.get("primary_key") or []) != key or last.get("rows") is None
-            or not isinstance(since, int) or since > version):
+            or not isinstance(since, int) or since > version
+            or last.get("source_table_id") not in (None, table_id)):
         return None
     table = read_table(spark, uri).schema
     read = read_table(spark, path, version).schema  # a source may itself be a snapshot table

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from spark_jobs.contract import KafkaSource
+from spark_jobs.contract.key_types import check_key_types
+from spark_jobs.delta.columns import column_types
 from spark_jobs.env_secrets import read_secrets
 from spark_jobs.errors import ConfigError, DataQualityError, RetryableError
 from spark_jobs.kafka_clients import brokers, client_config, spark_kafka_options
@@ -193,6 +195,7 @@ def row_schema(spark: SparkSession, source: KafkaSource, key: list[str]) -> Stru
     if missing:
         raise ConfigError(f"Kafka source {source.topic!r}: value_schema {source.value_schema!r} does not name the key "
                           f"column(s) {missing}; it gives the types the message key is parsed with")
+    check_key_types(column_types(schema), key, f"Kafka source {source.topic!r}")
     return schema
 
 

@@ -15,6 +15,7 @@ from airflow_reverse_etl.exceptions import (
     ReverseEtlConcurrentWriteError,
     ReverseEtlConfigError,
     ReverseEtlDataError,
+    ReverseEtlDefectError,
     ReverseEtlInfrastructureError,
     job_failure,
 )
@@ -30,13 +31,15 @@ SCHEMA = "id INT, v STRING"
     ("data", ReverseEtlDataError, False),
     ("infrastructure", ReverseEtlInfrastructureError, True),
     ("conflict", ReverseEtlConcurrentWriteError, True),
+    ("defect", ReverseEtlDefectError, False),
     (None, ReverseEtlInfrastructureError, True),  # unclassified: retried, as Airflow always did
 ])
 def test_each_category_becomes_its_provider_exception(category, cls, retried):
     error = {"type": "X", "message": "what went wrong", "category": category}
     exc = job_failure("snapshot", error)
     assert type(exc) is cls and exc.error == error
-    assert str(exc) == "snapshot job failed: X: what went wrong"
+    assert str(exc).startswith("snapshot job failed: X: what went wrong")
+    assert ("This is a defect of airflow-reverse-etl" in str(exc)) is (cls is ReverseEtlDefectError)
     assert isinstance(exc, AirflowFailException) is not retried
 
 
@@ -47,9 +50,15 @@ def test_retryable_errors_report_their_category():
     assert failure(RetryableError("broker busy"), None)["retryable"] is True
     try:
         {}["missing"]
-    except KeyError as exc:  # a bug: reported with its traceback, retried like any unexplained failure
+    except KeyError as exc:  # a bug of the job's own code: reported with its traceback, never retried
         bug = failure(exc, None)
-    assert bug["category"] == "infrastructure" and bug["retryable"] and "KeyError" in bug["traceback"]
+    assert (bug["category"], bug["retryable"], bug["condition"]) == ("defect", False, "KeyError")
+    assert "KeyError" in bug["traceback"]
+    try:
+        raise RuntimeError("something nobody catalogued")
+    except RuntimeError as exc:  # unexplained: retried, as Airflow would
+        unknown = failure(exc, None)
+    assert unknown["category"] == "infrastructure" and unknown["retryable"] and "RuntimeError" in unknown["traceback"]
 
 
 def test_a_spark_connect_conflict_is_recognised_by_its_error_class():

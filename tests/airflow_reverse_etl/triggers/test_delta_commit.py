@@ -5,7 +5,9 @@ The consuming snapshot's commits carry the ``userMetadata`` the snapshot job wri
 (``{"job": "snapshot", "source_version": N}``); the standalone test (tests/system/test_live_standalone.py)
 runs the real jobs. Here: fire only for commits not recorded, once per outstanding claim, not again
 after a restart (a new trigger instance with no memory), again after ``refire_after`` when the run
-never recorded; an object-store source; a path that cannot be a table ends the trigger naming it.
+never recorded; a source replaced at its path (another table id, or a head older than what was
+recorded) fires whatever its version numbers; an object-store source; a path that cannot be a table
+ends the trigger naming it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from airflow_reverse_etl.exceptions import (
     ReverseEtlInfrastructureError,
 )
 from airflow_reverse_etl.live import live_source
-from airflow_reverse_etl.triggers.delta_commit import DeltaCommitTrigger, recorded_source_version
+from airflow_reverse_etl.triggers.delta_commit import DeltaCommitTrigger, Recorded, recorded_source
 from tests_common.object_store import BUCKET
 
 POLL = 0.05
@@ -38,13 +40,16 @@ def commit_source(uri: str, rows: int = 3, storage_options: dict[str, str] | Non
                     configuration={"delta.enableChangeDataFeed": "true"}, storage_options=storage_options)
 
 
-def record(snapshot_uri: str, source_version: int | None, job: str = "snapshot") -> None:
-    """A commit of the consuming snapshot, with the metadata the snapshot job gives it."""
+def record(snapshot_uri: str, source_version: int | None, job: str = "snapshot", table_id: str | None = None) -> None:
+    """A commit of the consuming snapshot, with the metadata the snapshot job gives it (``table_id``:
+    the source's Delta table id; None as the snapshots written before ids were recorded)."""
     from deltalake import CommitProperties, write_deltalake
 
     metadata: dict[str, Any] = {"job": job, "logical_date": "2026-05-01T00:00:00+00:00"}
     if source_version is not None:
         metadata["source_version"] = source_version
+    if table_id is not None:
+        metadata["source_table_id"] = table_id
     write_deltalake(snapshot_uri, pa.table({"id": [1]}), mode="append",
                     commit_properties=CommitProperties(custom_metadata={"userMetadata": json.dumps(metadata)}))
 
@@ -95,7 +100,7 @@ def test_fires_once_per_uncarried_head_and_not_again_after_a_restart(lake):
     assert events_within(trigger_for(lake), 0.3) == []
     commit_source(lake["source"])
     assert [e["source_version"] for e in events_within(trigger_for(lake), 0.3)] == [2]
-    assert recorded_source_version(LogFollower(), lake["snapshot"]) == 1
+    assert recorded_source(LogFollower(), lake["snapshot"]) == Recorded(1, None)
 
 
 def test_a_commit_during_a_run_fires_once_that_run_records(lake):
@@ -111,6 +116,56 @@ def test_a_commit_during_a_run_fires_once_that_run_records(lake):
     record(lake["snapshot"], 1)
     commit_source(lake["source"])
     assert [e["source_version"] for e in events_within(trigger, 0.2)] == [2]
+
+
+def source_id(uri: str) -> str:
+    from deltalake import DeltaTable
+
+    return str(DeltaTable(uri).metadata().id)
+
+
+def replace_source(uri: str, rows: int) -> None:
+    """Remove the source's directory and write a new table there: its versions start again at 0."""
+    import shutil
+
+    shutil.rmtree(uri)
+    commit_source(uri, rows=rows)
+
+
+@pytest.mark.parametrize("ids_recorded", [True, False], ids=["table-id-recorded", "recorded-before-table-ids"])
+def test_a_source_replaced_at_its_path_fires_and_logs_why(lake, ids_recorded, capsys):
+    """Issue 33 §3: a live source of several versions is removed and a smaller table written at the same
+    path. Its head (0) is below the version the snapshot recorded: the watcher compared numbers only,
+    fired nothing and the destination kept the old rows for good."""
+    trigger = trigger_for(lake)  # one trigger throughout: the table it keeps open is the old one
+    for _ in range(3):
+        commit_source(lake["source"], rows=5)
+    old_id = source_id(lake["source"])
+    record(lake["snapshot"], 2, table_id=old_id if ids_recorded else None)
+    assert events_within(trigger, 0.2) == []  # carried
+    replace_source(lake["source"], rows=2)
+    events = events_within(trigger, 0.3)
+    assert events == [{"source": lake["source"], "snapshot": "snapshots/orders", "source_version": 0,
+                       "recorded_version": 2, "source_replaced": True}]  # once: the claim is outstanding
+    assert "was replaced at its path" in capsys.readouterr().out  # the triggerer's log (structlog)
+    # the run it started read the new table in full and recorded it: nothing more to fire
+    record(lake["snapshot"], 0, table_id=source_id(lake["source"]))
+    assert events_within(trigger, 0.2) == []
+    commit_source(lake["source"], rows=1)
+    assert events_within(trigger, 0.3) == [{"source": lake["source"], "snapshot": "snapshots/orders",
+                                            "source_version": 1, "recorded_version": 0}]
+
+
+def test_a_replaced_source_whose_history_caught_up_fires_by_its_table_id(lake):
+    """The new table at the path has as many versions as the old one had when recorded: equal numbers,
+    another table. Only the table id tells (a snapshot that recorded none falls back to the numbers)."""
+    trigger = trigger_for(lake)
+    for _ in range(2):
+        commit_source(lake["source"])
+    record(lake["snapshot"], 1, table_id=source_id(lake["source"]))
+    replace_source(lake["source"], rows=1)
+    commit_source(lake["source"], rows=1)  # version 1 of the new table
+    assert [(e["source_version"], e.get("source_replaced")) for e in events_within(trigger, 0.3)] == [(1, True)]
 
 
 def test_maintenance_commits_of_the_source_start_no_run(lake):

@@ -41,8 +41,29 @@ def test_past_the_limit_the_on_clause_stays_as_it_was(spark, warehouse, tmp_path
 
 def test_what_the_list_holds(spark):
     keys = spark.createDataFrame([(1, dt.date(2026, 1, 2)), (2, None)], "id BIGINT, day DATE")
-    assert listed_keys(keys, ["id"]) == "t.`id` IN (1, 2)"
-    assert listed_keys(keys, ["id", "day"]) == "(t.`id`, t.`day`) IN ((1, DATE'2026-01-02'))"  # a null matches nothing
+    assert listed_keys(keys, ["id"]) == "t.`id` IN (1L, 2L)"  # each literal of its column's exact type
+    assert listed_keys(keys, ["id", "day"]) == "(t.`id`, t.`day`) IN ((1L, DATE'2026-01-02'))"  # a null matches nothing
     assert listed_keys(keys.where("id = 2"), ["id", "day"]) == "FALSE"
     # a double's printed value may round: no list rather than a list that misses a row
     assert listed_keys(spark.createDataFrame([(1.5,)], "x DOUBLE"), ["x"]) is None
+
+
+def test_a_composite_key_with_a_bigint_merges_on_every_run(spark, warehouse, tmp_path):
+    """Issue 33 §1: ``(region STRING, id BIGINT)`` — the key of every JDBC bigserial id beside a
+    region — failed every MERGE after the first, on the full path and the Change Data Feed path alike,
+    with DATATYPE_MISMATCH: the key list wrote ``2`` as an INT inside a struct compared with a BIGINT."""
+    schema = "region STRING, id BIGINT, name STRING"
+    src = str(tmp_path / "src")
+    day_1, day_2 = [("eu", 1, "a"), ("eu", 2, "b"), ("us", 3, "c")], [("eu", 2, "B"), ("us", 3, "c"), ("us", 4, "d")]
+    spark.createDataFrame(day_1, schema).write.format("delta").option("delta.enableChangeDataFeed", "true").save(src)
+    sources = {"full": {"format": "delta", "path": src, "cdf": False}, "fast": {"format": "delta", "path": src}}
+    for name, source in sources.items():
+        job(spark, "snapshot", warehouse, name=name, primary_key=["region", "id"], source=source,
+            logical_date="2026-01-01", run_id=f"{name}-1")
+    spark.createDataFrame(day_2, schema).write.format("delta").mode("overwrite").save(src)
+    for name, source in sources.items():
+        result = job(spark, "snapshot", warehouse, name=name, primary_key=["region", "id"], source=source,
+                     logical_date="2026-01-02", run_id=f"{name}-2")
+        assert result["read"] == ("full_extract" if name == "full" else "change_data_feed")
+        assert (result["inserted"], result["updated"], result["deleted"]) == (1, 1, 1), name
+        assert rows_of(spark.read.format("delta").load(f"{warehouse}/snapshots/{name}")) == sorted(day_2)

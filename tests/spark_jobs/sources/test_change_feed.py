@@ -130,3 +130,66 @@ def test_a_schema_change_takes_the_full_path_and_its_drift_rules(spark, warehous
     assert snapshot(spark, warehouse, "s", source, 2)["read"] == "change_data_feed"
     assert rows_of(spark.read.format("delta").load(f"{warehouse}/snapshots/s")) == \
         rows_of(spark.read.format("delta").load(src).select("id", "name", "score", "tier"))
+
+
+def sqlite_rows(database: str, table: str) -> list[tuple]:
+    import sqlite3
+
+    with sqlite3.connect(database) as conn:
+        return sorted(conn.execute(f"SELECT id, name, score FROM {table}").fetchall())
+
+
+def test_a_source_replaced_at_its_path_is_read_in_full_and_synced(spark, warehouse, tmp_path):
+    """Issue 33 §3 at job level: the source directory is removed and another table written there, whose
+    history has as many versions as the one recorded. Its versions are not the old table's: the Change
+    Data Feed path took version 2 of the new table for version 2 of the old one, found nothing new, and
+    the destination kept the old rows for good. The new table is read in full, the snapshot and its result
+    say it replaced the old one, and a mirror sync makes the destination equal to it — the mass-delete
+    guard still standing between a much smaller replacement and the destination."""
+    import shutil
+
+    from spark_jobs.contract import change_set_fields
+
+    src, db = str(tmp_path / "source"), str(tmp_path / "crm.db")
+    source = {"format": "delta", "path": src}
+
+    def sync(day: int, run=job, **options):
+        changes = job(spark, "diff", warehouse, table="snapshots/live", consumer="crm")
+        return run(spark, "sync", warehouse, **change_set_fields(changes), mode="mirror", run_id=f"sync-{day}",
+                   destination={"type": "sqlite", "database": db, "table": "customers"}, **options)
+
+    def table_id() -> str:
+        return spark.sql(f"DESCRIBE DETAIL delta.`{src}`").first()["id"]
+
+    make_source(spark, src)  # version 0
+    for statement in ("UPDATE SRC SET score = 0.5 WHERE id = 1", "DELETE FROM SRC WHERE id = 10"):  # 1, 2
+        sql(spark, statement, src)
+    snapshot(spark, warehouse, "live", source, 0)
+    sync(0)
+    old_id = table_id()
+
+    shutil.rmtree(src)  # replaced: a new table of three versions, 0..2, at the same path
+    replacement = [(i, f"new{i}", float(i * 10)) for i in range(3, 10)]
+    (spark.createDataFrame(replacement[:3], SCHEMA).coalesce(1).write.format("delta")
+     .option("delta.enableChangeDataFeed", "true").save(src))
+    for rows in (replacement[3:5], replacement[5:]):
+        spark.createDataFrame(rows, SCHEMA).coalesce(1).write.format("delta").mode("append").save(src)
+    new_id = table_id()
+    assert new_id != old_id
+
+    result = snapshot(spark, warehouse, "live", source, 1)
+    assert (result["read"], result.get("source_replaced")) == ("full_extract", {"table_id": old_id, "version": 2})
+    assert rows_of(spark.read.format("delta").load(f"{warehouse}/snapshots/live")) == sorted(replacement)
+    sync(1)
+    assert sqlite_rows(db, "customers") == sorted(replacement)
+
+    # the issue's case: a much smaller table at the path; the guard refuses to empty the destination
+    shutil.rmtree(src)
+    smaller = [(42, "only", 1.0)]
+    spark.createDataFrame(smaller, SCHEMA).write.format("delta").option("delta.enableChangeDataFeed", "true").save(src)
+    assert snapshot(spark, warehouse, "live", source, 2)["source_replaced"] == {"table_id": new_id, "version": 2}
+    refused = sync(2, run=job_error)
+    assert refused["type"] == "DestinationError" and "allow_mass_delete" in refused["message"], refused
+    assert sqlite_rows(db, "customers") == sorted(replacement)  # nothing deleted
+    sync(2, allow_mass_delete=True)
+    assert sqlite_rows(db, "customers") == smaller
