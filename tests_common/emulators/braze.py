@@ -74,7 +74,9 @@ DELETE_LIMIT = 50
 ARRAY_LIMIT = 25
 PAGE = 50
 IDENTIFIERS = ("external_id", "user_alias", "braze_id", "email", "phone")
-NOT_ATTRIBUTES = frozenset(IDENTIFIERS) | {"_update_existing_only", "push_token_import"}
+#: Keys of an attribute object that are not profile attributes (``email`` and ``phone`` identify a user
+#: *and* are profile fields).
+NOT_ATTRIBUTES = frozenset({"external_id", "user_alias", "braze_id", "_update_existing_only", "push_token_import"})
 SUBSCRIPTION = ("opted_in", "unsubscribed", "subscribed")
 
 

@@ -107,6 +107,13 @@ class Property:
     unique: bool = False
     options: tuple[str, ...] = ()
     read_only: bool = False
+    #: Records can be found by it: a property marked unique, or a contact's email, which HubSpot uses to
+    #: identify contacts although the property is not marked unique (its ``hasUniqueValue`` is false).
+    builtin_identifier: bool = False
+
+    @property
+    def identifies(self) -> bool:
+        return self.unique or self.builtin_identifier
 
     def describe(self) -> dict[str, Any]:
         field_types = {"string": "text", "number": "number", "bool": "booleancheckbox", "enumeration": "select",
@@ -123,8 +130,8 @@ class Property:
 def default_properties() -> dict[str, dict[str, Property]]:
     """Contacts with HubSpot's usual properties, and companies; a test adds its own with
     :meth:`HubSpotApi.define_property`."""
-    contacts = [Property("email", unique=True), Property("firstname"), Property("lastname"), Property("phone"),
-                Property("company"), Property("city"), Property("country"),
+    contacts = [Property("email", builtin_identifier=True), Property("firstname"), Property("lastname"),
+                Property("phone"), Property("company"), Property("city"), Property("country"),
                 Property("lifecyclestage", "enumeration", options=("subscriber", "lead", "customer", "other")),
                 Property("createdate", "datetime", read_only=True), Property("hs_object_id", "number", read_only=True)]
     companies = [Property("name"), Property("domain"), Property("hs_object_id", "number", read_only=True)]
@@ -339,7 +346,7 @@ class HubSpotApi(EmulatedApi):
             traced = all(isinstance(item.get("objectWriteTraceId"), str) for item in inputs)
             if problems and not traced:
                 first = next(iter(problems.values()))
-                return error(400, f"Property values were not valid: {first}", "VALIDATION_ERROR",
+                return error(400, f"Property values were not valid: [{','.join(first)}]", "VALIDATION_ERROR",
                              errors=[{"message": m} for p in problems.values() for m in p])
             started = _now_iso()
             results = [self._apply(kind, item) for i, item in enumerate(inputs) if i not in problems]
@@ -349,7 +356,7 @@ class HubSpotApi(EmulatedApi):
             return Reply(200, body)
         body["numErrors"] = len(problems)
         body["errors"] = [{"status": "error", "category": "VALIDATION_ERROR",
-                           "message": f"Property values were not valid: {msgs}",
+                           "message": f"Property values were not valid: [{','.join(msgs)}]",
                            "context": {"objectWriteTraceId": [inputs[i]["objectWriteTraceId"]]},
                            "errors": [{"message": m} for m in msgs]} for i, msgs in problems.items()]
         return Reply(207, body)
@@ -358,7 +365,7 @@ class HubSpotApi(EmulatedApi):
         """What is wrong with one upsert input, in HubSpot's words (empty: nothing)."""
         id_property, value, properties = item.get("idProperty"), item.get("id"), item.get("properties")
         prop = schema.get(id_property) if isinstance(id_property, str) else None
-        if prop is None or not prop.unique:
+        if prop is None or not prop.identifies:
             return [f"idProperty {id_property!r} is not a property with unique values on this object"]
         if not isinstance(value, str) or not value:
             return ["'id' must be a non-empty string"]
@@ -404,7 +411,8 @@ class HubSpotApi(EmulatedApi):
         kind, schema = found
         body = request.json()
         id_property = body.get("idProperty") or "hs_object_id"
-        if id_property != "hs_object_id" and not (id_property in schema and schema[id_property].unique):
+        prop = schema.get(id_property)
+        if id_property != "hs_object_id" and not (prop and prop.identifies):
             return error(400, f"idProperty {id_property!r} is not a property with unique values", "VALIDATION_ERROR")
         names = list(body.get("properties") or []) + [id_property]
         results, missing = [], []

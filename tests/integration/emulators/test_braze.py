@@ -24,8 +24,9 @@ def test_track_creates_and_updates_profiles_and_null_removes(braze_api):
     first = track(braze_api, [{"external_id": "u1", "first_name": "Ada", "plan": "pro", "orders": 3},
                               {"external_id": "u2", "dob": "1906-12-09"}])
     assert first.status_code == 201 and first.json() == {"message": "success", "attributes_processed": 2}
-    track(braze_api, [{"external_id": "u1", "plan": None, "vip": True}])
-    assert braze_api.users["u1"] == {"external_id": "u1", "first_name": "Ada", "orders": 3, "vip": True}
+    track(braze_api, [{"external_id": "u1", "plan": None, "vip": True, "email": "ada@example.com"}])
+    assert braze_api.users["u1"] == {"external_id": "u1", "first_name": "Ada", "orders": 3, "vip": True,
+                                     "email": "ada@example.com"}, "email identifies a user and is a profile field"
 
 
 def test_more_than_75_objects_is_a_fatal_error(braze_api):

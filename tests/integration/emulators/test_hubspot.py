@@ -112,6 +112,8 @@ def test_an_invalid_email_as_the_id_is_refused(hubspot_api):
 def test_id_property_must_have_unique_values(hubspot_api):
     response = upsert(hubspot_api, [{"idProperty": "firstname", "id": "Ada", "properties": {}}])
     assert response.status_code == 400 and "unique" in response.json()["message"]
+    hubspot_api.define_property("contacts", "customer_id", unique=True)
+    assert upsert(hubspot_api, [{"idProperty": "customer_id", "id": "7", "properties": {}}]).status_code == 200
 
 
 def test_batch_read_by_id_property_reports_the_missing_in_a_207(hubspot_api):
@@ -142,7 +144,8 @@ def test_archive_takes_record_ids_only_and_is_idempotent(hubspot_api):
 def test_properties_are_listed_with_types_and_uniqueness(hubspot_api):
     response = requests.get(f"{hubspot_api.url}/crm/v3/properties/contacts", headers=AUTH, timeout=10)
     props = {p["name"]: p for p in response.json()["results"]}
-    assert props["email"]["hasUniqueValue"] is True and props["firstname"]["type"] == "string"
+    assert props["email"]["hasUniqueValue"] is False, "contacts are found by email, yet it is not marked unique"
+    assert props["firstname"]["type"] == "string"
     assert props["createdate"]["modificationMetadata"]["readOnlyValue"] is True
     unknown = requests.get(f"{hubspot_api.url}/crm/v3/properties/widgets", headers=AUTH, timeout=10)
     assert unknown.status_code == 400
