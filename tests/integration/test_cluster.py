@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pendulum
 import pytest
+from demo_customers import SOURCE_BY_DAY
 from tests_common.paths import REPO
 
 pytestmark = pytest.mark.spark_submit  # cluster: from the spark_cluster fixture
@@ -54,7 +55,7 @@ def crm_rows(database: str) -> list[tuple]:
 
 
 def expected_crm(demo, day: str) -> list[tuple]:
-    return [(key, *values, "lake") for key, values in sorted(demo.SOURCE_BY_DAY[day].items())]
+    return [(key, *values, "lake") for key, values in sorted(SOURCE_BY_DAY[day].items())]
 
 
 def xcom(run, task_id: str) -> dict:
