@@ -14,6 +14,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "docs" / "_ext"))  # the project's own directives (options_table)
 
 project = "airflow-reverse-etl"
 author = "the airflow-reverse-etl authors"
@@ -22,6 +23,7 @@ copyright = "2026, the airflow-reverse-etl authors"
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
+    "options_table",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build"]

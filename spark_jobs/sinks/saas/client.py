@@ -14,13 +14,35 @@ never handles a token or a header itself; secrets are redacted from every messag
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Container
+from typing import Any, Callable, Container, Generic, Hashable, TypeVar
 
 from spark_jobs.errors import DestinationError, RetryableError
 from spark_jobs.sinks.http import connection_failure, retry_after
 
 TRANSIENT = frozenset({408, 425, 429, 500, 502, 503, 504})
+T = TypeVar("T")
+
+
+class SchemaCache(Generic[T]):
+    """What a destination says about its schema (HubSpot's properties, a Salesforce describe), kept per
+    process for ``ttl`` seconds: the lanes and partitions of one sync on a Spark worker ask once, and a
+    worker that lives on (Spark reuses them) sees a change to the destination within minutes. The
+    driver's check before a sync (``prepare``) always asks afresh (``fresh=True``)."""
+
+    def __init__(self, ttl: float = 300.0):
+        self.ttl = ttl
+        self._entries: dict[Hashable, tuple[float, T]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, fetch: Callable[[], T], fresh: bool = False) -> T:
+        with self._lock:
+            entry = self._entries.get(key)
+            if fresh or entry is None or time.monotonic() - entry[0] > self.ttl:
+                entry = self._entries[key] = (time.monotonic(), fetch())
+            return entry[1]
 
 
 @dataclass

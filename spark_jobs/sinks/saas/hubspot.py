@@ -29,24 +29,21 @@ describe) and the batch sent again.
 
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
 from typing import Any, Callable, ClassVar, Sequence
 
 from spark_jobs.contract.saas import HubSpotOptions
 from spark_jobs.errors import ConfigError, DestinationError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Sink, SinkCapabilities, SinkConfig
-from spark_jobs.sinks.saas.client import ApiClient
+from spark_jobs.sinks.saas.client import ApiClient, SchemaCache
 from spark_jobs.sinks.saas.values import Unconvertible, boolean, epoch_millis, midnight_millis, number_text, text
 
 API = "https://api.hubapi.com"
 BATCH_LIMIT = 100
 #: Object types whose records HubSpot finds by email, though the property is not marked unique.
 BY_EMAIL = frozenset({"contacts", "0-1"})
-#: Properties of each (API, object type), read once per process: every lane of every partition of a
-#: Spark worker shares one answer.
-_PROPERTIES: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
-_PROPERTIES_LOCK = threading.Lock()
+#: Properties of each (API, object type), shared by the lanes and partitions of a Spark worker.
+_PROPERTIES: SchemaCache[dict[str, dict[str, Any]]] = SchemaCache()
 
 Convert = Callable[[Any], Any]
 
@@ -93,7 +90,7 @@ class HubSpotSink(Sink):
     # --- driver side -------------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
         """Fail before anything is sent when a mapped field is no writable property of the object."""
-        properties = self._properties()
+        properties = self._properties(fresh=True)
         options = self.options
         key = properties.get(options.id_property)
         by_email = key is not None and key["name"] == "email" and options.object_type in BY_EMAIL
@@ -112,16 +109,15 @@ class HubSpotSink(Sink):
                                    f"{'; '.join(problems)}. Create them in HubSpot or change field_mapping. "
                                    "Nothing was sent.")
 
-    def _properties(self) -> dict[str, dict[str, Any]]:
-        cache = (self.client.base_url, self.options.object_type)
-        with _PROPERTIES_LOCK:
-            if cache not in _PROPERTIES:
-                response = self.client.request("GET", f"/crm/v3/properties/{self.options.object_type}", ok=(200,))
-                if response.status_code != 200:
-                    raise DestinationError(f"HubSpot has no object type {self.options.object_type!r}: HTTP "
-                                           f"{response.status_code} {self.client.redact(response.text[:300])}")
-                _PROPERTIES[cache] = {p["name"]: p for p in response.json().get("results", [])}
-            return _PROPERTIES[cache]
+    def _properties(self, fresh: bool = False) -> dict[str, dict[str, Any]]:
+        return _PROPERTIES.get((self.client.base_url, self.options.object_type), self._read_properties, fresh)
+
+    def _read_properties(self) -> dict[str, dict[str, Any]]:
+        response = self.client.request("GET", f"/crm/v3/properties/{self.options.object_type}", ok=(200,))
+        if response.status_code != 200:
+            raise DestinationError(f"HubSpot has no object type {self.options.object_type!r}: HTTP "
+                                   f"{response.status_code} {self.client.redact(response.text[:300])}")
+        return {p["name"]: p for p in response.json().get("results", [])}
 
     # --- executor side -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -246,7 +242,8 @@ def _message(response: Any) -> str:
 
 
 def _window_left(response: Any) -> float | None:
-    """How long a 429 asks to wait when it has no ``Retry-After``: HubSpot's rolling window, from
-    ``X-HubSpot-RateLimit-Interval-Milliseconds`` (a tenth of it, as the window frees up gradually)."""
+    """How long a 429 asks to wait when it has no ``Retry-After``: HubSpot's rolling window
+    (``X-HubSpot-RateLimit-Interval-Milliseconds``), after which every request that filled it has left
+    it. Long, but rare: the sync paces itself below the limit."""
     interval = response.headers.get("X-HubSpot-RateLimit-Interval-Milliseconds")
-    return int(interval) / 10_000 if interval and interval.isdigit() else None
+    return int(interval) / 1000 if interval and interval.isdigit() else None

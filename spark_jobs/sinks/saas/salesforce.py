@@ -48,7 +48,7 @@ from urllib.parse import urlencode
 from spark_jobs.contract.saas import SalesforceOptions
 from spark_jobs.errors import ConfigError, DestinationError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities, SinkConfig
-from spark_jobs.sinks.saas.client import ApiClient
+from spark_jobs.sinks.saas.client import ApiClient, SchemaCache
 from spark_jobs.sinks.saas.values import Unconvertible, as_date, boolean, exact_decimal, iso_utc, json_number, \
     number_text, text
 
@@ -61,8 +61,9 @@ GONE = frozenset({"ENTITY_IS_DELETED"})
 TERMINAL = frozenset({"JobComplete", "Failed", "Aborted"})
 #: Sessions of this process, by (token URL, client id): every lane shares one.
 _SESSIONS: dict[tuple[str, str], str] = {}
-_DESCRIBED: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
 _LOCK = threading.Lock()
+#: Each object's fields, shared by the lanes and partitions of a Spark worker.
+_DESCRIBED: SchemaCache[dict[str, dict[str, Any]]] = SchemaCache()
 
 Convert = Callable[[Any], Any]
 
@@ -165,7 +166,7 @@ class SalesforceSink(Sink):
     # --- driver side -------------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
         """Fail before anything is sent when the mapping does not fit the object (module docstring)."""
-        fields, options = self._describe(), self.options
+        fields, options = self._describe(fresh=True), self.options
         ext = fields.get(options.external_id_field)
         if ext is None or not ext.get("externalId"):
             raise DestinationError(
@@ -177,19 +178,15 @@ class SalesforceSink(Sink):
             raise DestinationError(f"Salesforce {options.object}: {'; '.join(problems)}. Fix the object or the "
                                    "field_mapping. Nothing was sent.")
 
-    def _describe(self) -> dict[str, dict[str, Any]]:
-        key = (self.client.base_url, self.options.object)
-        with _LOCK:
-            described = _DESCRIBED.get(key)
-        if described is None:
-            response = self.client.request("GET", f"{self._data}/sobjects/{self.options.object}/describe", ok=(200,))
-            if response.status_code != 200:
-                raise DestinationError(f"Salesforce has no object {self.options.object!r} (or the integration user "
-                                       f"cannot see it): HTTP {response.status_code} {_errors(response)}")
-            described = {f["name"]: f for f in response.json().get("fields", [])}
-            with _LOCK:
-                _DESCRIBED[key] = described
-        return described
+    def _describe(self, fresh: bool = False) -> dict[str, dict[str, Any]]:
+        return _DESCRIBED.get((self.client.base_url, self.options.object), self._read_describe, fresh)
+
+    def _read_describe(self) -> dict[str, dict[str, Any]]:
+        response = self.client.request("GET", f"{self._data}/sobjects/{self.options.object}/describe", ok=(200,))
+        if response.status_code != 200:
+            raise DestinationError(f"Salesforce has no object {self.options.object!r} (or the integration user "
+                                   f"cannot see it): HTTP {response.status_code} {_errors(response)}")
+        return {f["name"]: f for f in response.json().get("fields", [])}
 
     # --- executor side -----------------------------------------------------------------------------
     def open(self) -> None:
