@@ -71,8 +71,9 @@ def destination_dataset(destination: dict[str, Any],
         servers = destination.get("bootstrap_servers") or extra.get("bootstrap.servers") or (
             brokers(conn["host"], conn.get("port")) if conn.get("host") else "unknown")
         return f"kafka://{str(servers).split(',')[0].strip()}", destination["topic"]
-    if kind == "http":
-        parts = urlsplit(destination.get("url") or _http_endpoint(conn, destination.get("endpoint")))
+    if kind in ("http", "rest") or destination.get("base_url"):  # a REST API: its base URL (presets too)
+        parts = urlsplit(destination.get("url") or destination.get("base_url")
+                         or _http_endpoint(conn, destination.get("endpoint")))
         address = parts.hostname or ""
         address += f":{parts.port}" if parts.port else ""
         return f"{parts.scheme}://{address}", parts.path or "/"
