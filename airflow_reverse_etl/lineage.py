@@ -63,6 +63,8 @@ def destination_dataset(destination: dict[str, Any],
 
     Credentials never appear: user info and query strings are dropped from URLs."""
     namer = _DESTINATION_NAMERS.get(str(destination.get("type")))
+    if namer is None and destination.get("base_url"):  # a preset of the REST destination: its base URL
+        namer = _http
     return None if namer is None else namer(destination, connection or {})
 
 
@@ -79,7 +81,9 @@ def _kafka(destination: dict[str, Any], conn: dict[str, Any]) -> tuple[str, str]
 
 
 def _http(destination: dict[str, Any], conn: dict[str, Any]) -> tuple[str, str]:
-    parts = urlsplit(destination.get("url") or _http_endpoint(conn, destination.get("endpoint")))
+    """A REST API (``http``, ``rest`` and its presets): its URL or base URL, else the connection's."""
+    parts = urlsplit(destination.get("url") or destination.get("base_url")
+                     or _http_endpoint(conn, destination.get("endpoint")))
     return f"{parts.scheme}://{_address(parts.hostname, parts.port)}", parts.path or "/"
 
 
@@ -101,7 +105,7 @@ def _saas(scheme: str, default_host: str, name: Callable[[dict[str, Any]], str])
 
 Namer = Callable[[dict[str, Any], dict[str, Any]], tuple[str, str]]
 _DESTINATION_NAMERS: dict[str, Namer] = {
-    "postgres": _postgres, "kafka": _kafka, "http": _http,
+    "postgres": _postgres, "kafka": _kafka, "http": _http, "rest": _http,
     "sqlite": lambda d, c: ("sqlite", f"{os.path.abspath(d['database'])}.{d['table']}"),
     "delta": lambda d, c: dataset_name(d["path"]),
     "salesforce": _saas("salesforce", "login.salesforce.com", lambda d: str(d["object"])),

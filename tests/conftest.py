@@ -45,6 +45,7 @@ pytest_plugins = [
     "tests_common.emulators.salesforce",
     "tests_common.emulators.hubspot",
     "tests_common.emulators.braze",
+    "tests_common.rest_api",
     "tests_common.spark_submit",
     "tests_common.spark_cluster",
     "tests_common.object_store",

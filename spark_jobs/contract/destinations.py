@@ -16,7 +16,7 @@ The keys every destination carries whatever its sink (:data:`GENERIC_KEYS`: the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, TypeVar
+from typing import Any, Literal
 
 from spark_jobs.contract.options import (
     Options,
@@ -27,17 +27,14 @@ from spark_jobs.contract.options import (
     optional,
     positive,
 )
+from spark_jobs.contract.rest import RestOptions
+from spark_jobs.contract.sink_options import GENERIC_KEYS as GENERIC_KEYS, SinkOptions as SinkOptions
 
-#: Keys of a destination that belong to every sink: the sink's name, and the connection settings
-#: ``SinkOperator`` adds from ``destination_conn_id`` (read by :class:`~spark_jobs.sinks.base.SinkConfig`).
-GENERIC_KEYS: dict[str, str] = {
-    "type": "the sink: a registered name or module:Class",
-    "connection": "public fields of the destination's Airflow connection (host, port, login, schema)",
-    "secrets_env": "the environment variables that hold the connection's password and extras",
-}
+#: The options that name where a destination writes, the first given wins: how labels, run history
+#: rows and Asset aliases name a destination.
+TARGET_KEYS = ("table", "topic", "path", "endpoint", "url", "base_url")
 #: The batch size of a sink that declares none (:class:`~spark_jobs.sinks.base.SinkCapabilities`).
 DEFAULT_BATCH_SIZE = 500
-SO = TypeVar("SO", bound="SinkOptions")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +51,12 @@ class DeliveryPolicy(Options):
     concurrency: int = option(1, at_least_one, doc="batches in flight at once inside one partition")
     rate_limit: float | None = option(None, optional(positive),
                                       doc="records per second for the sync (per partition once resolved)")
+    requests_per_second: float | None = option(
+        None, optional(positive), doc="requests per second to the destination for the sync, retries included "
+                                      "(per partition once resolved)")
+    max_in_flight: int | None = option(
+        None, optional(at_least_one), doc="requests in flight at once for the sync: caps the delivering "
+                                          "partitions and their concurrency")
 
     @classmethod
     def static_where(cls) -> str:
@@ -67,22 +70,6 @@ class DeliveryPolicy(Options):
 
 def delivery_policy(value: Any) -> DeliveryPolicy:
     return value if isinstance(value, DeliveryPolicy) else DeliveryPolicy.from_dict(mapping(value))
-
-
-@dataclass(frozen=True, kw_only=True)
-class SinkOptions(Options):
-    """Base of every sink's options; a subclass declares one field per option (its type checks it)."""
-
-    @classmethod
-    def parse(cls: type[SO], destination: Mapping[str, Any], sink: str) -> SO:
-        """The destination's options as an instance of ``cls`` (the :data:`GENERIC_KEYS` set aside);
-        :class:`~spark_jobs.errors.ConfigError` naming the first unknown, missing or refused option."""
-        own = {k: v for k, v in destination.items() if k not in GENERIC_KEYS}
-        return cls.from_dict(own, f"The {sink} destination")
-
-    @classmethod
-    def static_where(cls) -> str:
-        return "The destination"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,7 +130,7 @@ class DeltaOptions(SchemaEvolutionOptions):
 #: The options of each built-in sink, by the name it is registered under (pyproject's entry points).
 BUILT_IN: dict[str, type[SinkOptions]] = {
     "sqlite": SqliteOptions, "postgres": PostgresOptions, "http": HttpOptions, "kafka": KafkaOptions,
-    "delta": DeltaOptions,
+    "delta": DeltaOptions, "rest": RestOptions,
 }
 
 

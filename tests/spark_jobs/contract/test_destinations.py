@@ -21,13 +21,14 @@ MINIMAL = {
     "http": {"url": "http://127.0.0.1:9/batch"},
     "kafka": {"topic": "customers"},
     "delta": {"path": "/tmp/aretl-published"},
+    "rest": {"operations": {"upsert": {"url": "http://127.0.0.1:9/contacts"}}},
 }
 #: A misspelling of one real option per sink, and the option it means.
 TYPOS = {"sqlite": ("tabel", "table"), "postgres": ("create_tabel", "create_table"), "http": ("timout", "timeout"),
-         "kafka": ("flush_timout", "flush_timeout"), "delta": ("fromat", "format")}
+         "kafka": ("flush_timout", "flush_timeout"), "delta": ("fromat", "format"), "rest": ("base_ur", "base_url")}
 #: One option per sink given a value of the wrong type.
 WRONG_TYPES = {"sqlite": ("create_table", "yes"), "postgres": ("table", 42), "http": ("headers", ["x"]),
-               "kafka": ("flush_timeout", "soon"), "delta": ("format", "csv")}
+               "kafka": ("flush_timeout", "soon"), "delta": ("format", "csv"), "rest": ("vars", ["x"])}
 
 
 def build(sink: str, mode: str = "upsert", **options):
@@ -69,6 +70,7 @@ def test_a_value_of_the_wrong_type_is_named(sink):
     ("http", "The http destination needs 'url', or 'endpoint' with an HTTP connection"),
     ("kafka", "The kafka destination needs the option 'topic' (the topic the changes are published to)"),
     ("delta", "The delta destination needs the option 'path' (where the table is published"),
+    ("rest", "The rest destination needs the option 'operations' (the requests of each operation"),
 ])
 def test_a_missing_required_option_is_named(sink, expected):
     required = sorted(MINIMAL[sink])[0]
