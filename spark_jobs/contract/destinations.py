@@ -28,6 +28,7 @@ from spark_jobs.contract.options import (
     positive,
 )
 from spark_jobs.contract.rest import RestOptions
+from spark_jobs.contract.saas import BrazeOptions, HubSpotOptions, SalesforceOptions
 from spark_jobs.contract.sink_options import GENERIC_KEYS as GENERIC_KEYS, SinkOptions as SinkOptions
 
 #: The options that name where a destination writes, the first given wins: how labels, run history
@@ -130,7 +131,8 @@ class DeltaOptions(SchemaEvolutionOptions):
 #: The options of each built-in sink, by the name it is registered under (pyproject's entry points).
 BUILT_IN: dict[str, type[SinkOptions]] = {
     "sqlite": SqliteOptions, "postgres": PostgresOptions, "http": HttpOptions, "kafka": KafkaOptions,
-    "delta": DeltaOptions, "rest": RestOptions,
+    "delta": DeltaOptions, "rest": RestOptions, "salesforce": SalesforceOptions, "hubspot": HubSpotOptions,
+    "braze": BrazeOptions,
 }
 
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from spark_jobs.contract.destinations import SinkOptions
+from spark_jobs.contract.sink_options import SinkOptions
 from spark_jobs.contract.options import Invalid, at_least_one, option, optional, positive
 
 #: A Salesforce API name: an object (``Contact``, ``Invoice__c``) or a field (``Customer_Id__c``).

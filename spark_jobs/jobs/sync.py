@@ -287,7 +287,7 @@ def _deliver_and_commit(run: _SyncRun, prepared: _Prepared) -> SyncResult:
     sink.prepare(prepared.schema)
     if spec.mode == "mirror" and run.planned.get("delete"):
         _guard_mass_delete(spark, spec.lake, sink, run.planned["delete"], spec)
-    policy = delivery.resolve(spec.delivery, run.sink_cls,
+    policy = delivery.resolve(sink.limits(spec.delivery), run.sink_cls,
                               partial(delivery.partitions_running_at_once, spark, prepared.frame))
     delivery_started = time.monotonic()
     with progress.reporting(spark, f"sink {spec.table} -> {run.label}", sum(run.planned.values()),

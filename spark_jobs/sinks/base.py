@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from spark_jobs.errors import ConfigError, DestinationError, RetryableError
 from spark_jobs.sinks.batch import ChangeBatch, ChangeRecord
-from spark_jobs.contract.destinations import SinkOptions
+from spark_jobs.contract.destinations import DeliveryPolicy, SinkOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -197,6 +197,12 @@ class Sink:
     def count(self) -> int | None:
         """Rows currently at the destination, for mirror mode's delete guard (None: unknown)."""
         return None
+
+    def limits(self, policy: DeliveryPolicy) -> DeliveryPolicy:
+        """The sync's delivery policy with the limits this destination documents filled in where the
+        sync set none — a SaaS API's requests per second for the plan its options name. The sync then
+        keeps them across executors like any limit it is given."""
+        return policy
 
     # --- executor side -----------------------------------------------------------------------
     def pace_request(self) -> None:

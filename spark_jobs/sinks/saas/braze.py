@@ -23,22 +23,33 @@ does not know yet fails the sync naming it. Values: dates as ISO 8601 (``dob`` a
 form for it), times as ISO 8601 in UTC, decimals as numbers (refused when a double cannot hold every
 digit), lists and maps as arrays and nested objects; a null removes the attribute.
 
-Connection: its host is the instance's REST endpoint (``https://rest.iad-01.braze.com``, ...) and its
-password a REST API key with ``users.track``, ``users.delete`` and ``custom_attributes.get``. A 429 is
-waited out until Braze's ``X-RateLimit-Reset`` and the batch sent again.
+A preset of the REST core (:mod:`spark_jobs.sinks.saas.preset`): its two requests and the reading of
+Braze's errors (by ``index``) are REST options; the bodies are built from the converted values.
+
+Connection: ``reverse_etl_braze`` — its host is the instance's REST endpoint
+(``https://rest.iad-01.braze.com``, ...) and its password a REST API key with ``users.track``,
+``users.delete`` and ``custom_attributes.get``. Rate: unless the sync sets them, ``requests_per_second``
+and ``max_in_flight`` from the options, kept for the whole sync by the core; a 429 is waited out until
+Braze's ``X-RateLimit-Reset`` and the batch sent again.
 """
 
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from dataclasses import replace
+from datetime import date, datetime
 from decimal import Decimal
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any
 
+from spark_jobs.contract.destinations import DeliveryPolicy
+from spark_jobs.contract.rest import RestOptions
 from spark_jobs.contract.saas import BrazeOptions
+from spark_jobs.contract.templating import to_json
 from spark_jobs.errors import ConfigError, DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Sink, SinkCapabilities, SinkConfig
-from spark_jobs.sinks.saas.client import ApiClient
+from spark_jobs.sinks.base import ChangeRecord, SinkCapabilities, SinkConfig
+from spark_jobs.sinks.rest import RestRequest, RestSink
+from spark_jobs.sinks.rest.responses import Reply
+from spark_jobs.sinks.saas.preset import SaasSink, api_url
 from spark_jobs.sinks.saas.values import Unconvertible, as_date, iso_utc, json_number, text
 
 TRACK_LIMIT = 75
@@ -52,8 +63,6 @@ STANDARD = frozenset({"country", "current_location", "date_of_first_session", "d
 
 def attribute_value(name: str, value: Any) -> Any:
     """A value as Braze takes it for attribute ``name`` (the module docstring)."""
-    from datetime import date, datetime
-
     if value is None or isinstance(value, (str, bool)):
         return value
     if isinstance(value, datetime):
@@ -69,36 +78,53 @@ def attribute_value(name: str, value: Any) -> Any:
     return text(value)
 
 
-class BrazeSink(Sink):
+class BrazeSink(SaasSink):
     name = "braze"
-    capabilities = SinkCapabilities(batch_size=TRACK_LIMIT)
+    capabilities = SinkCapabilities(batch_size=TRACK_LIMIT, wants_json=False, paces_requests=True)
     options_class = BrazeOptions
     options: BrazeOptions
 
     def __init__(self, config: SinkConfig):
         super().__init__(config)
+        self.key = config.key_fields[0]
+
+    def precondition(self, config: SinkConfig) -> None:
         if len(config.key_fields) != 1:
             raise ConfigError(f"The braze destination sends the sync's key as each user's external_id, so it must be "
                               f"one field; it is {config.key_fields}")
         if config.mode == "insert":
             raise ConfigError("The braze destination cannot take mode 'insert': Braze has no create-only write "
                               "(/users/track creates or updates). Use mode 'upsert', 'update' or 'mirror'.")
-        host = config.connection.get("host")
-        if not host:
+        if not config.connection.get("host"):
             raise ConfigError("The braze destination needs its instance's REST endpoint as the connection's host "
                               "(e.g. https://rest.iad-01.braze.com)")
-        base = host if "://" in host else f"{config.connection.get('schema') or 'https'}://{host}"
-        if config.connection.get("port"):
-            base = f"{base.rstrip('/')}:{config.connection['port']}"
-        key = config.password or ""
-        self.client = ApiClient("braze", base, lambda: {"Authorization": f"Bearer {key}"}, secrets=[key],
-                                wait_hint=_until_reset)
-        self.key = config.key_fields[0]
+
+    def rest_options(self) -> RestOptions:
+        track = {"method": "POST", "url": "/users/track", "per": "batch", "batch_size": TRACK_LIMIT,
+                 "response": {"success": [200, 201], "records": ["errors"], "record_failed": "`true`",
+                              "record_error": "type", "record_index": "index", "error": "message"}}
+        delete = {"method": "POST", "url": "/users/delete", "per": "batch", "batch_size": DELETE_LIMIT,
+                  "response": {"success": [200, 201], "error": "message"}}
+        return RestOptions.from_dict({"base_url": api_url(self.config.connection), "auth": {"type": "bearer"},
+                                      "operations": {"upsert": track, "update": track, "delete": delete}})
+
+    def limits(self, policy: DeliveryPolicy) -> DeliveryPolicy:
+        return replace(policy, requests_per_second=policy.requests_per_second or self.options.requests_per_second,
+                       max_in_flight=policy.max_in_flight or self.options.max_in_flight)
+
+    def retry_wait(self, reply: Reply, headers: Any) -> float | None:
+        """Seconds until Braze's rate-limit window resets (``X-RateLimit-Reset``, UTC epoch seconds)."""
+        reset = headers.get("X-RateLimit-Reset")
+        return max(0.0, int(reset) - time.time()) if reset and reset.isdigit() else None
 
     # --- driver side -------------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
         """Fail before anything is sent when a mapped field is one Braze would drop or refuse."""
-        known = self._custom_attributes()
+        RestSink.open(self)
+        try:
+            known = self._custom_attributes()
+        finally:
+            self.close()
         fields = [f for f in self.config.fields if f != self.key]
         refused = [f for f in fields if f.startswith("$")]
         blocked = [f for f in fields if known.get(f) == "Blocklisted"]
@@ -113,110 +139,30 @@ class BrazeSink(Sink):
     def _custom_attributes(self) -> dict[str, str]:
         """Every custom attribute of the workspace with its status (50 a page, following ``Link``)."""
         known: dict[str, str] = {}
-        path: str | None = "/custom_attributes"
-        while path:
-            response = self.client.request("GET", path, ok=(200,))
-            if response.status_code != 200:
-                raise DestinationError(f"braze: reading the custom attributes failed: HTTP {response.status_code} "
-                                       f"{self.client.redact(response.text[:300])}")
+        url: str | None = "/custom_attributes"
+        while url:
+            response = self.call("GET", url, headers={"Accept": "application/json"})
             known.update({a["name"]: a.get("status", "Active") for a in response.json().get("attributes", [])})
-            path = response.links.get("next", {}).get("url")
+            url = response.links.get("next", {}).get("url")
         return known
 
     # --- executor side -----------------------------------------------------------------------------
-    def open(self) -> None:
-        self.client.open()
-
-    def close(self) -> None:
-        self.client.close()
-
-    def write_batch(self, records: Sequence[ChangeRecord]) -> list[Outcome]:
-        batch = self.as_batch(records)
-        by_op: dict[str, list[int]] = defaultdict(list)
-        for i, op in enumerate(batch.ops):
-            by_op[op].append(i)
-        outcomes: list[Outcome] = [None] * len(batch)
-        every = batch.records
-        for op, positions in by_op.items():
-            size = DELETE_LIMIT if op == "delete" else TRACK_LIMIT
-            for start in range(0, len(positions), size):
-                chunk = positions[start:start + size]
-                for i, outcome in zip(chunk, self.OPERATIONS[op](self, [every[i] for i in chunk])):
-                    outcomes[i] = outcome
-        return outcomes
-
-    def _track(self, records: list[ChangeRecord], existing_only: bool) -> list[Outcome]:
-        outcomes: list[Outcome] = [None] * len(records)
-        objects, sent = [], []
-        for i, record in enumerate(records):
-            try:
-                objects.append(self._attributes(record, existing_only))
-                sent.append(i)
-            except Unconvertible as exc:
-                outcomes[i] = Rejected(f"braze: {exc}")
-        if objects:
-            response = self.client.request("POST", "/users/track", json={"attributes": objects}, ok=(200, 201))
-            for index, reason in _refused(response, len(objects)).items():
-                outcomes[sent[index]] = Rejected(f"braze: {reason}")
-        return outcomes
-
-    def _attributes(self, record: ChangeRecord, existing_only: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {"external_id": text(record.key[self.key])}
-        if existing_only or self.options.update_existing_only:
-            out["_update_existing_only"] = True
+    def converted(self, record: ChangeRecord) -> dict[str, Any]:
+        values = {}
         for name, value in record.data.items():
             if name == self.key:
                 continue
             try:
-                out[name] = attribute_value(name, value)
+                values[name] = attribute_value(name, value)
             except Unconvertible as exc:
                 raise Unconvertible(f"{name}: {exc}") from None
-        return out
+        return values
 
-    def _upsert(self, records: list[ChangeRecord]) -> list[Outcome]:
-        return self._track(records, existing_only=False)
-
-    def _update(self, records: list[ChangeRecord]) -> list[Outcome]:
-        return self._track(records, existing_only=True)
-
-    def _delete(self, records: list[ChangeRecord]) -> list[Outcome]:
-        ids = [text(r.key[self.key]) for r in records]
-        response = self.client.request("POST", "/users/delete", json={"external_ids": ids}, ok=(200, 201))
-        if response.status_code not in (200, 201):
-            return [Rejected(f"braze: HTTP {response.status_code}: {_message(response)}")] * len(records)
-        return [None] * len(records)
-
-    OPERATIONS: ClassVar[dict[str, Callable[["BrazeSink", list[ChangeRecord]], list[Outcome]]]] = {
-        "upsert": _upsert, "update": _update, "delete": _delete}
-
-
-def _refused(response: Any, count: int) -> dict[int, str]:
-    """The attribute objects Braze refused, by position: a success's non-fatal errors, or — a fatal
-    error — every object, each with its own error when Braze names one."""
-    body = _json(response)
-    errors = {e.get("index"): str(e.get("type")) for e in body.get("errors", []) or []
-              if isinstance(e, dict) and e.get("input_array", "attributes") == "attributes"}
-    if response.status_code in (200, 201):
-        return {i: reason for i, reason in errors.items() if isinstance(i, int) and 0 <= i < count}
-    return {i: errors.get(i, f"HTTP {response.status_code}: {_message(response)}") for i in range(count)}
-
-
-def _json(response: Any) -> dict[str, Any]:
-    try:
-        body = response.json()
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
-
-
-def _message(response: Any) -> str:
-    return str(_json(response).get("message") or response.text[:300])
-
-
-def _until_reset(response: Any) -> float | None:
-    """Seconds until Braze's rate-limit window resets (``X-RateLimit-Reset``, UTC epoch seconds)."""
-    reset = response.headers.get("X-RateLimit-Reset")
-    if not reset or not reset.isdigit():
-        return None
-    return max(0.0, int(reset) - time.time())
-
+    def render_body(self, request: RestRequest) -> bytes | None:
+        ids = [text(r.key[self.key]) for r in request.records]
+        if request.op == "delete":
+            return to_json({"external_ids": ids}).encode()
+        existing_only = request.op == "update" or self.options.update_existing_only
+        return to_json({"attributes": [{"external_id": i, **r.data, **({"_update_existing_only": True}
+                                                                          if existing_only else {})}
+                                       for i, r in zip(ids, request.records)]}).encode()

@@ -20,22 +20,32 @@ midnight UTC (a time of day is refused rather than cut), ``datetime`` as epoch m
 as ``true``/``false``, ``number`` as plain decimal text with every digit, everything else as text; a
 null clears the property (HubSpot's ``""``).
 
-Connection: any Airflow connection whose password is a private app's access token (``Authorization:
-Bearer``); its host, when set, replaces ``https://api.hubapi.com`` (a proxy, or the test emulator).
-Rate: the sync paces itself to ``burst_limit`` × ``limit_share`` requests per 10 seconds for the whole
-sync; a 429 is waited out (``Retry-After``, else the window HubSpot's ``X-HubSpot-RateLimit-*`` headers
-describe) and the batch sent again.
+A preset of the REST core (:mod:`spark_jobs.sinks.saas.preset`): the requests and the reading of the
+207s are REST options (per-record errors matched to their records by ``objectWriteTraceId``, which is
+the record's key); the lookups of insert, update and delete are the preset's code.
+
+Connection: ``reverse_etl_hubspot`` (or any connection) whose password is a private app's access token
+(``Authorization: Bearer``); its host, when set, replaces ``https://api.hubapi.com`` (a proxy, or the
+test emulator). Rate: unless the sync sets ``delivery.requests_per_second``, it paces itself to
+``burst_limit`` × ``limit_share`` requests per 10 seconds for the whole sync (the core keeps the limit
+across executors); a 429 is waited out (``Retry-After``, else the window HubSpot's
+``X-HubSpot-RateLimit-*`` headers describe) and the batch sent again.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any, Callable, ClassVar, Sequence
+from dataclasses import replace
+from typing import Any, Callable
 
+from spark_jobs.contract.destinations import DeliveryPolicy
+from spark_jobs.contract.rest import RestOptions
 from spark_jobs.contract.saas import HubSpotOptions
+from spark_jobs.contract.templating import to_json
 from spark_jobs.errors import ConfigError, DestinationError
-from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Sink, SinkCapabilities, SinkConfig
-from spark_jobs.sinks.saas.client import ApiClient, SchemaCache
+from spark_jobs.sinks.base import ChangeRecord, Outcome, SinkCapabilities, SinkConfig
+from spark_jobs.sinks.rest import RestRequest, RestSink
+from spark_jobs.sinks.rest.responses import Reply
+from spark_jobs.sinks.saas.preset import SaasSink, SchemaCache, api_url
 from spark_jobs.sinks.saas.values import Unconvertible, boolean, epoch_millis, midnight_millis, number_text, text
 
 API = "https://api.hubapi.com"
@@ -56,41 +66,67 @@ def converter(prop: dict[str, Any]) -> Convert:
     return lambda value: "" if value is None else write(value)
 
 
-class HubSpotSink(Sink):
+def trace_id(value: Any) -> str:
+    """A record's ``objectWriteTraceId``: its key as the REST core matches it back (text as it is,
+    anything else as JSON)."""
+    return value if isinstance(value, str) else to_json(value)
+
+
+class HubSpotSink(SaasSink):
     name = "hubspot"
-    capabilities = SinkCapabilities(batch_size=BATCH_LIMIT)
+    capabilities = SinkCapabilities(batch_size=BATCH_LIMIT, wants_json=False, paces_requests=True)
     options_class = HubSpotOptions
     options: HubSpotOptions
 
     def __init__(self, config: SinkConfig):
         super().__init__(config)
-        if config.key_fields != [self.options.id_property]:
-            raise ConfigError(
-                f"The hubspot destination finds records by id_property {self.options.id_property!r}, so the sync's "
-                f"key must be that one field; it is {config.key_fields}. Map the key column to it "
-                f"(field_mapping={{'<key column>': '{self.options.id_property}'}}).")
-        self.client = self._client()
         self.convert: dict[str, Convert] = {}
+        self.archive_ids: dict[str, str] = {}
 
-    def _client(self) -> ApiClient:
-        token = self.config.password or ""
-        connection = self.config.connection
-        base = API
-        if connection.get("host"):
-            host = connection["host"] if "://" in connection["host"] else \
-                f"{connection.get('schema') or 'https'}://{connection['host']}"
-            base = f"{host.rstrip('/')}:{connection['port']}" if connection.get("port") else host
-        return ApiClient("hubspot", base, lambda: {"Authorization": f"Bearer {token}"}, secrets=[token],
-                         wait_hint=_window_left)
+    def precondition(self, config: SinkConfig) -> None:
+        id_property = HubSpotOptions.parse(config.destination, self.name).id_property
+        if config.key_fields != [id_property]:
+            raise ConfigError(
+                f"The hubspot destination finds records by id_property {id_property!r}, so the sync's key must be "
+                f"that one field; it is {config.key_fields}. Map the key column to it "
+                f"(field_mapping={{'<key column>': '{id_property}'}}).")
 
     @property
     def _objects(self) -> str:
         return f"/crm/v3/objects/{self.options.object_type}"
 
+    def rest_options(self) -> RestOptions:
+        write = {"method": "POST", "url": f"{self._objects}/batch/upsert", "per": "batch", "batch_size": BATCH_LIMIT,
+                 "response": {"success": [200, 207], "records": ["errors"], "record_failed": "`true`",
+                              "record_error": "join(': ', [category, message])", "record_index": None,
+                              "match_result": "context.objectWriteTraceId",
+                              "match_record": f'key."{self.options.id_property}"'}}
+        archive = {"method": "POST", "url": f"{self._objects}/batch/archive", "per": "batch",
+                   "batch_size": BATCH_LIMIT, "response": {"success": [200, 204]}}
+        return RestOptions.from_dict({
+            "base_url": api_url(self.config.connection, API), "auth": {"type": "bearer"},
+            "operations": {"upsert": write, "insert": write, "update": write, "delete": archive}})
+
+    def limits(self, policy: DeliveryPolicy) -> DeliveryPolicy:
+        if policy.requests_per_second is not None:
+            return policy
+        return replace(policy, requests_per_second=self.options.burst_limit * self.options.limit_share / 10)
+
+    def retry_wait(self, reply: Reply, headers: Any) -> float | None:
+        """A 429 without ``Retry-After``: HubSpot's rolling window
+        (``X-HubSpot-RateLimit-Interval-Milliseconds``), after which every request that filled it has
+        left it. Long, but rare: the sync paces itself below the limit."""
+        interval = headers.get("X-HubSpot-RateLimit-Interval-Milliseconds")
+        return int(interval) / 1000 if interval and interval.isdigit() else None
+
     # --- driver side -------------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
         """Fail before anything is sent when a mapped field is no writable property of the object."""
-        properties = self._properties(fresh=True)
+        RestSink.open(self)
+        try:
+            properties = self._properties(fresh=True)
+        finally:
+            self.close()
         options = self.options
         key = properties.get(options.id_property)
         by_email = key is not None and key["name"] == "email" and options.object_type in BY_EMAIL
@@ -110,59 +146,22 @@ class HubSpotSink(Sink):
                                    "Nothing was sent.")
 
     def _properties(self, fresh: bool = False) -> dict[str, dict[str, Any]]:
-        return _PROPERTIES.get((self.client.base_url, self.options.object_type), self._read_properties, fresh)
+        return _PROPERTIES.get((self.base_url, self.options.object_type), self._read_properties, fresh)
 
     def _read_properties(self) -> dict[str, dict[str, Any]]:
-        response = self.client.request("GET", f"/crm/v3/properties/{self.options.object_type}", ok=(200,))
+        response = self.call("GET", f"/crm/v3/properties/{self.options.object_type}", ok=(200, 400, 404))
         if response.status_code != 200:
             raise DestinationError(f"HubSpot has no object type {self.options.object_type!r}: HTTP "
-                                   f"{response.status_code} {self.client.redact(response.text[:300])}")
+                                   f"{response.status_code} {self.auth.redact(response.text[:300])}")
         return {p["name"]: p for p in response.json().get("results", [])}
 
     # --- executor side -----------------------------------------------------------------------------
     def open(self) -> None:
-        self.client.open()
+        super().open()
         properties = self._properties()
         self.convert = {f: converter(properties.get(f, {})) for f in self.config.fields}
 
-    def close(self) -> None:
-        self.client.close()
-
-    def write_batch(self, records: Sequence[ChangeRecord]) -> list[Outcome]:
-        batch = self.as_batch(records)
-        by_op: dict[str, list[int]] = defaultdict(list)
-        for i, op in enumerate(batch.ops):
-            by_op[op].append(i)
-        outcomes: list[Outcome] = [None] * len(batch)
-        every = batch.records
-        for op, positions in by_op.items():
-            for start in range(0, len(positions), BATCH_LIMIT):
-                chunk = positions[start:start + BATCH_LIMIT]
-                for i, outcome in zip(chunk, self.OPERATIONS[op](self, [every[i] for i in chunk])):
-                    outcomes[i] = outcome
-        return outcomes
-
-    def _upsert(self, records: list[ChangeRecord]) -> list[Outcome]:
-        outcomes: list[Outcome] = [None] * len(records)
-        inputs, sent = [], []
-        for i, record in enumerate(records):
-            try:
-                inputs.append({"idProperty": self.options.id_property, "id": self._id(record),
-                               "objectWriteTraceId": str(i), "properties": self._properties_of(record)})
-                sent.append(i)
-            except Unconvertible as exc:
-                outcomes[i] = Rejected(f"hubspot: {exc}")
-        if inputs:
-            response = self.client.request("POST", f"{self._objects}/batch/upsert", json={"inputs": inputs},
-                                           ok=(200, 207))
-            for i, reason in _refused(response, sent).items():
-                outcomes[i] = Rejected(f"hubspot: {reason}")
-        return outcomes
-
-    def _id(self, record: ChangeRecord) -> str:
-        return text(record.key[self.options.id_property])
-
-    def _properties_of(self, record: ChangeRecord) -> dict[str, Any]:
+    def converted(self, record: ChangeRecord) -> dict[str, Any]:
         values = {}
         for name, value in record.data.items():
             if name == self.options.id_property:
@@ -173,77 +172,32 @@ class HubSpotSink(Sink):
                 raise Unconvertible(f"{name}: {exc}") from None
         return values
 
+    def render_body(self, request: RestRequest) -> bytes | None:
+        if request.op == "delete":
+            inputs: list[dict[str, Any]] = [{"id": self.archive_ids[self._id(r)]} for r in request.records]
+        else:
+            inputs = [{"idProperty": self.options.id_property, "id": self._id(r),
+                       "objectWriteTraceId": trace_id(r.key[self.options.id_property]), "properties": r.data}
+                      for r in request.records]
+        return to_json({"inputs": inputs}).encode()
+
+    def _id(self, record: ChangeRecord) -> str:
+        return text(record.key[self.options.id_property])
+
+    def deliver(self, op: str, records: list[ChangeRecord]) -> list[Outcome]:
+        """upsert as one request; insert, update and delete after reading which records exist."""
+        if op == "upsert":
+            return super().deliver(op, records)
+        found = self._found(records)
+        send = [(self._id(r) in found) == (op != "insert") for r in records]
+        self.archive_ids = found
+        chosen = [r for r, s in zip(records, send) if s]
+        results = iter(super().deliver(op, chosen) if chosen else [])
+        return [next(results) if s else None for s in send]
+
     def _found(self, records: list[ChangeRecord]) -> dict[str, str]:
         """HubSpot's record id of each record that exists, by its ``id_property`` value."""
         id_property = self.options.id_property
-        inputs = [{"id": self._id(r)} for r in records]
-        response = self.client.request("POST", f"{self._objects}/batch/read", ok=(200, 207),
-                                       json={"idProperty": id_property, "inputs": inputs, "properties": [id_property]})
-        if response.status_code not in (200, 207):
-            raise DestinationError(f"hubspot: reading {len(inputs)} records by {id_property} failed: HTTP "
-                                   f"{response.status_code} {self.client.redact(response.text[:300])}")
+        response = self.call("POST", f"{self._objects}/batch/read", ok=(200, 207), json_body={
+            "idProperty": id_property, "inputs": [{"id": self._id(r)} for r in records], "properties": [id_property]})
         return {str(r["properties"].get(id_property)): str(r["id"]) for r in response.json().get("results", [])}
-
-    def _delete(self, records: list[ChangeRecord]) -> list[Outcome]:
-        found = self._found(records)
-        if found:
-            response = self.client.request("POST", f"{self._objects}/batch/archive", ok=(204, 200),
-                                           json={"inputs": [{"id": i} for i in found.values()]})
-            if response.status_code not in (200, 204):
-                return [Rejected(f"hubspot: archive refused: HTTP {response.status_code} "
-                                 f"{_message(response)}")] * len(records)
-        return [None] * len(records)
-
-    def _insert(self, records: list[ChangeRecord]) -> list[Outcome]:
-        found = self._found(records)
-        return self._some(records, [self._id(r) not in found for r in records])
-
-    def _update(self, records: list[ChangeRecord]) -> list[Outcome]:
-        found = self._found(records)
-        return self._some(records, [self._id(r) in found for r in records])
-
-    def _some(self, records: list[ChangeRecord], send: list[bool]) -> list[Outcome]:
-        """Upsert the records ``send`` marks; the others are done as they are (kept, or left alone)."""
-        chosen = [r for r, s in zip(records, send) if s]
-        results = iter(self._upsert(chosen) if chosen else [])
-        return [next(results) if s else None for s in send]
-
-    OPERATIONS: ClassVar[dict[str, Callable[["HubSpotSink", list[ChangeRecord]], list[Outcome]]]] = {
-        "upsert": _upsert, "insert": _insert, "update": _update, "delete": _delete}
-
-
-def _refused(response: Any, traces: list[int]) -> dict[int, str]:
-    """The records a batch upsert refused, by position, with HubSpot's reason: from a 207's errors,
-    or every record of a request refused whole."""
-    if response.status_code == 200:
-        return {}
-    body = _json(response)
-    if response.status_code != 207:
-        return {i: f"HTTP {response.status_code}: {_message(response)}" for i in traces}
-    refused = {}
-    for error in body.get("errors", []):
-        reason = f"{error.get('category', 'error')}: {error.get('message', error)}"
-        for trace in (error.get("context") or {}).get("objectWriteTraceId", []):
-            refused[int(trace)] = reason
-    return refused
-
-
-def _json(response: Any) -> dict[str, Any]:
-    try:
-        body = response.json()
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
-
-
-def _message(response: Any) -> str:
-    body = _json(response)
-    return str(body.get("message") or response.text[:300])
-
-
-def _window_left(response: Any) -> float | None:
-    """How long a 429 asks to wait when it has no ``Retry-After``: HubSpot's rolling window
-    (``X-HubSpot-RateLimit-Interval-Milliseconds``), after which every request that filled it has left
-    it. Long, but rare: the sync paces itself below the limit."""
-    interval = response.headers.get("X-HubSpot-RateLimit-Interval-Milliseconds")
-    return int(interval) / 1000 if interval and interval.isdigit() else None
