@@ -10,7 +10,8 @@ Scenarios: 1 snapshot + diff of a full extract; 2 the Change Data Feed fast path
 (Airflow + spark-submit, in a child process); 6 driver peak memory at N and N/10 on a real standalone
 cluster (``--master`` runs the in-process scenarios on any master); 7 latency of the 1k-row DAG in both
 execution modes (spark-submit and Spark Connect) and warm per-job times (``bench.latency``); 8 live-sync
-latency, commit to destination under a real ``airflow standalone`` (``bench.live``, ~7 minutes).
+latency, commit to destination under a real ``airflow standalone`` (``bench.live``, ~7 minutes); 10
+throughput of a SaaS destination against its documented rate limit (``bench.rate_limit``, ~1 minute).
 
 A scenario that raises is recorded as failed (``{"error": ...}`` in the results, its traceback on
 stderr, a FAILED line in the table), the others still run, and the exit status is 1. Skips are only
@@ -32,7 +33,7 @@ import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import data, latency, live
+from bench import data, latency, live, rate_limit
 from bench.data import Mutation
 from bench.references import duckdb_diff, spark_join_diff
 
@@ -57,6 +58,7 @@ GOALS = {  # ratio name -> (goal text, predicate); issue 25's goals, and issue 1
     "s4.kafka_delivery_messages_per_s": (">= 150k messages/s (delivery)", lambda r: r >= 150_000),
     **latency.GOALS,  # scenario 7's goals are on figures (seconds), not ratios
     **live.GOALS,  # and scenario 8's
+    **rate_limit.GOALS,  # and scenario 10's
 }
 
 
@@ -236,6 +238,12 @@ def scenario_8() -> dict:
     return json.loads(out.read_text())
 
 
+def scenario_10() -> dict:
+    out = REPO / ".cache" / "bench" / "rate_limit.json"
+    subprocess.run([sys.executable, "-m", "bench.rate_limit", "--out", str(out)], check=True, cwd=REPO)
+    return json.loads(out.read_text())
+
+
 def attempt(results: dict, scenario: str, fn, *args) -> None:
     """Run one scenario into ``results[scenario]``; if it raises, record it as failed (the error in
     the results, the traceback on stderr) and go on: one broken scenario must neither vanish from the
@@ -371,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--scenarios", default="1,2,3,4,5,6,7,8", type=lambda s: s.split(","))
+    parser.add_argument("--scenarios", default="1,2,3,4,5,6,7,8,10", type=lambda s: s.split(","))
     parser.add_argument("--update", type=float, default=0.01)
     parser.add_argument("--insert", type=float, default=0.005)
     parser.add_argument("--delete", type=float, default=0.005)
@@ -405,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                 write(args.out, report)  # an interrupted run keeps its finished repetitions
         finally:
             spark.stop()
-    if {"5", "6", "7", "8"} & set(args.scenarios):
+    if {"5", "6", "7", "8", "10"} & set(args.scenarios):
         if not report["runs"]:
             report["runs"].append({"scenarios": {}, "rss": {"jvm_peak_rss_mib": None, "python_peak_rss_mib": None}})
         extra = {}
@@ -417,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
             attempt(extra, "7", scenario_7)
         if "8" in args.scenarios:
             attempt(extra, "8", scenario_8)
+        if "10" in args.scenarios:
+            attempt(extra, "10", scenario_10)
         for run in report["runs"]:  # measured once, shown against every repetition
             run["scenarios"].update(extra)
 

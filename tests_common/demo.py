@@ -8,10 +8,11 @@ import importlib.util
 from tests_common.paths import REPO
 
 
-def load_demo(monkeypatch, tmp_path):
+def load_demo(monkeypatch, tmp_path, dag_file: str = "reverse_etl_demo.py"):
+    """The example DAG file ``dag_file`` (the demo by default) as a module, its paths under ``tmp_path``."""
     monkeypatch.setenv("ARETL_DEMO_DIR", str(tmp_path / "demo"))
     monkeypatch.setenv("AIRFLOW__REVERSE_ETL__WAREHOUSE", str(tmp_path / "warehouse"))
-    spec = importlib.util.spec_from_file_location("reverse_etl_demo_under_test", REPO / "dags" / "reverse_etl_demo.py")
+    spec = importlib.util.spec_from_file_location(f"{dag_file[:-3]}_under_test", REPO / "dags" / dag_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
