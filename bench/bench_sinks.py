@@ -40,7 +40,8 @@ import time
 import uuid
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.harness import REPO, Goals
+
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -52,6 +53,15 @@ PG_COLUMNS = ("id bigint PRIMARY KEY, account_id bigint, name text, email text, 
               "status text, score double precision, balance numeric(18,2), quantity integer, "
               "discount double precision, is_active boolean, created_at timestamptz, updated_at timestamptz, "
               "note text")
+
+GOALS: Goals = {  # issue 14's goals
+    "s4.postgres_job_vs_copy": (">= 0.5 of raw COPY's rows/s (whole job)", lambda r: r >= 0.5),
+    "s4.postgres_delivery_vs_copy": (">= 0.5 of raw COPY's rows/s (delivery)", lambda r: r >= 0.5),
+    "s4.http_job_records_per_s": (">= 50k records/s (whole job)", lambda r: r >= 50_000),
+    "s4.http_delivery_records_per_s": (">= 50k records/s (delivery)", lambda r: r >= 50_000),
+    "s4.kafka_job_messages_per_s": (">= 150k messages/s (whole job)", lambda r: r >= 150_000),
+    "s4.kafka_delivery_messages_per_s": (">= 150k messages/s (delivery)", lambda r: r >= 150_000),
+}
 
 
 def build_changes(spark, warehouse: str, source: str) -> dict:
@@ -209,7 +219,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from bench import data
-    from bench.run import GOALS, session
+    from bench.harness import session
 
     spark = session(args.rows)
     try:

@@ -27,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.harness import REPO, Goals
+
 sys.path.insert(0, str(REPO))
 
 SOURCES = {"s1": ("a1", "a2"), "s2": ("b1", "b2"), "s3": ("c1", "c2")}
@@ -41,6 +42,11 @@ WIDE = {
 
 DUCK_TABLE = "s3_wide"
 COLUMNS = ["k", *[c for cols in SOURCES.values() for c in cols], "seq"]  # every column is a long or a string
+
+GOALS: Goals = {  # issue 25's goals
+    "s3.first_vs_duckdb": ("<= 3x DuckDB", lambda r: r <= 3),
+    "s3.change_vs_first": ("<= 0.2 of the first run", lambda r: r <= 0.2),
+}
 
 
 def timed(label: str, fn):
@@ -190,7 +196,7 @@ def main() -> int:
     args = parser.parse_args()
 
     from bench.data import connect
-    from bench.run import session
+    from bench.harness import session
 
     spark = session(args.rows)
     work = Path(tempfile.mkdtemp(prefix="bench-widen-"))

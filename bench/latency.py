@@ -36,7 +36,8 @@ import time
 from datetime import UTC
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.harness import REPO, record, verdicts
+
 SERVER = REPO / "scripts" / "services" / "spark_connect.sh"
 WARM_REPEATS = 3
 # 2% updates, 1% inserts, 1% deletes per warm logical date: 40 changed rows of 1k
@@ -143,7 +144,7 @@ def destination_matches(database: Path, source: str) -> bool:
 # ---------------------------------------------------------------- child: one execution mode
 
 
-def _job_specs(warehouse: Path) -> dict[str, dict]:
+def job_specs(warehouse: Path) -> dict[str, dict]:
     """The specs the operators wrote for the DAG run's jobs (job name -> spec)."""
     return {json.loads(p.read_text())["job"]: json.loads(p.read_text())
             for p in sorted((warehouse / "_system" / "jobs").glob("*/spec.json"))}
@@ -152,12 +153,12 @@ def _job_specs(warehouse: Path) -> dict[str, dict]:
 def _run_dag(home: Path, source: str) -> dict:
     from airflow.utils.db import initdb
 
-    from bench.orchestration import _dag
+    from bench.orchestration import build_dag
 
     initdb()
     import pendulum
 
-    dag = _dag(home, source)
+    dag = build_dag(home, source)
     started = time.perf_counter()
     run = dag.test(logical_date=pendulum.datetime(2026, 1, 1, tz="UTC"))
     wall = round(time.perf_counter() - started, 2)
@@ -177,7 +178,7 @@ def _warm(url: str, home: Path, source: str) -> dict:
     from spark_jobs.entry import run
     from spark_jobs.session import connect_session
 
-    specs = _job_specs(home / "warehouse")
+    specs = job_specs(home / "warehouse")
     times: dict[str, list[float]] = {"snapshot": [], "diff": [], "sync": []}
     correct, changed = [], []
     rows = read_source(source)
@@ -212,10 +213,10 @@ def _warm(url: str, home: Path, source: str) -> dict:
 
 
 def child(mode: str, url: str | None, out: Path) -> None:
-    from bench.orchestration import ROWS, _environment, _submit_noop
+    from bench.orchestration import ROWS, environment, submit_noop
 
     home = Path(tempfile.mkdtemp(prefix=f"aretl-bench-latency-{mode}-"))
-    _environment(home)
+    environment(home)
     if mode == "connect":
         os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
             {"conn_type": "spark_connect", "host": url.rsplit(":", 1)[0], "port": int(url.rsplit(":", 1)[1])})
@@ -226,7 +227,7 @@ def child(mode: str, url: str | None, out: Path) -> None:
     if mode == "connect":
         report["warm"] = _warm(url, home, source)
     else:
-        report["submit_noop_s"] = _submit_noop(home, jars=True)
+        report["submit_noop_s"] = submit_noop(home, jars=True)
     out.write_text(json.dumps(report, indent=2))
 
 
@@ -278,23 +279,6 @@ def measure(work: Path) -> dict:
                         "warm_runs": warm["correct"]}}
 
 
-def record(result: dict, path: Path, scenario: str = "7") -> None:
-    """Put ``result`` into the harness's table at ``path`` as ``scenario`` of every repetition,
-    keeping the other scenarios."""
-    report = json.loads(path.read_text())
-    for run in report["runs"]:
-        run["scenarios"][scenario] = result
-    path.write_text(json.dumps(report, indent=2, default=str))
-
-
-def verdicts(result: dict, goals: dict | None = None) -> list[str]:
-    """One line per goal (this scenario's, or the ``goals`` of another), and one per wrong result."""
-    lines = [f"{name}: {result['figures'][name]} (goal {goal}): {'met' if ok(result['figures'][name]) else 'NOT met'}"
-             for name, (goal, ok) in (goals or GOALS).items()]
-    lines += [f"WRONG RESULT: {name}" for name, ok in result["correct"].items() if not ok]
-    return lines
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
@@ -313,9 +297,9 @@ def main() -> int:
     result["figures"]["load_avg_at_start"] = load
     out.write_text(json.dumps(result, indent=2))
     if args.record:
-        record(result, REPO / "bench" / "results" / "latest.json")
+        record(result, "7")
     print(json.dumps(result, indent=2))
-    print("\n".join(verdicts(result)))
+    print("\n".join(verdicts(result, GOALS)))
     return 0
 
 

@@ -39,7 +39,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "live_orders"
 ROWS, CHANGED, EVERY, DURATION, SETTLE = 2000, 100, 10.0, 180.0, 120.0
 POLL_INTERVAL = 1.0
@@ -173,12 +172,12 @@ def noop_runs(url: str, warehouse: Path) -> dict[str, float]:
     three jobs of the DAG's last run again, in one open session, for new run instants while the source
     is idle — the snapshot records its empty commit, the diff and the sync move nothing."""
     from airflow_reverse_etl.hooks.spark_job import spark_jobs_archive
-    from bench.latency import _job_specs
+    from bench.latency import job_specs
     from spark_jobs.contract import change_set_fields
     from spark_jobs.entry import run
     from spark_jobs.session import connect_session
 
-    specs = _job_specs(warehouse)
+    specs = job_specs(warehouse)
     times: dict[str, list[float]] = {"snapshot": [], "diff": [], "sync": []}
     with connect_session(url) as spark:
         spark.addArtifacts(spark_jobs_archive(), pyfile=True)
@@ -298,7 +297,7 @@ def report(instance: Any, source: str, database: Path, observer: Observer, commi
 
 
 def main() -> int:
-    from bench.latency import record, verdicts
+    from bench.harness import record, verdicts
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
@@ -313,7 +312,7 @@ def main() -> int:
     result["load_avg"] = {"start": load, "end": [round(x, 1) for x in os.getloadavg()]}
     out.write_text(json.dumps(result, indent=2))
     if args.record:
-        record(result, REPO / "bench" / "results" / "latest.json", scenario="8")
+        record(result, "8")
     print(json.dumps(result, indent=2))
     print("\n".join(verdicts(result, GOALS)))
     return 0

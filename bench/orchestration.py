@@ -21,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.harness import REPO, Goals
+
 ROWS = 1000
 NOOP_APP = """
 import sys
@@ -35,8 +36,10 @@ spark.range(1).count()
 spark.stop()
 """
 
+GOALS: Goals = {"s5.overhead_per_task_s": ("<= 15 s per task", lambda r: r <= 15)}
 
-def _environment(home: Path) -> None:
+
+def environment(home: Path) -> None:
     os.environ["AIRFLOW_HOME"] = str(home)
     os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
     os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(home / "dags")
@@ -67,7 +70,7 @@ with DAG(dag_id="bench_orchestration", schedule=None, start_date=pendulum.dateti
 """
 
 
-def _dag(home: Path, source: str):
+def build_dag(home: Path, source: str):
     """The DAG, loaded from a file in the DAGs folder: ``dag.test`` syncs that folder's bundle."""
     import importlib.util
 
@@ -84,7 +87,7 @@ def _dag(home: Path, source: str):
 DELTA_SESSION_CONF = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
 
 
-def _submit_noop(home: Path, jars: bool) -> float:
+def submit_noop(home: Path, jars: bool) -> float:
     """Wall time of a spark-submit that only starts a Delta session: the fixed cost of every job.
     ``jars=False`` starts a plain Spark session (no Delta jars, extension or catalog) for comparison."""
     from airflow_reverse_etl.hooks.spark_job import SparkJobHook, spark_jobs_archive
@@ -113,7 +116,7 @@ def _import_seconds() -> float:
 
 def measure(out: Path) -> dict:
     home = Path(tempfile.mkdtemp(prefix="aretl-bench-airflow-"))
-    _environment(home)
+    environment(home)
     from bench import data
 
     source = str(home / "source.parquet")
@@ -124,7 +127,7 @@ def measure(out: Path) -> dict:
     initdb()
     import pendulum
 
-    dag = _dag(home, source)
+    dag = build_dag(home, source)
     started = time.perf_counter()
     run = dag.test(logical_date=pendulum.datetime(2026, 1, 1, tz="UTC"))
     dag_s = round(time.perf_counter() - started, 2)
@@ -145,8 +148,8 @@ def measure(out: Path) -> dict:
         if str(ti.state) != "success":
             raise RuntimeError(f"task {task} ended {ti.state}")
     out.write_text(json.dumps({"figures": figures}, indent=2))  # the DAG's figures survive a slow tail
-    figures["submit_noop_s"] = _submit_noop(home, jars=True)
-    figures["submit_noop_without_jars_s"] = _submit_noop(home, jars=False)
+    figures["submit_noop_s"] = submit_noop(home, jars=True)
+    figures["submit_noop_without_jars_s"] = submit_noop(home, jars=False)
     figures["provider_import_s"] = _import_seconds()
     return {"figures": figures,
             "ratios": {"s5.overhead_per_task_s": round(max(overheads), 2)},

@@ -1,4 +1,4 @@
-"""Scenario 10 (issue 34): how much of a SaaS API's documented rate limit a sync uses, whole job.
+"""Scenario 11 (issue 34): how much of a SaaS API's documented rate limit a sync uses, whole job.
 
     .venv/bin/python -m bench.rate_limit [--records 50000] [--record]
 
@@ -28,18 +28,15 @@ import json
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from bench.harness import REPO, Goals, job, timed
 
 TOKEN_ENV = "ARETL_BENCH_HUBSPOT_TOKEN"
 BURST = 100  # requests per rolling 10 s: HubSpot's documented private-app limit (Free/Starter)
 WINDOW_S = 10.0
 BATCH = 100
-GOALS = {
+GOALS: Goals = {
     "rest_rate_limit_utilisation": (">= 0.9 of the allowed requests/s (whole job)", lambda r: r >= 0.9),
     "rest_batch_fill": (">= 0.95 of the batch limit", lambda r: r >= 0.95),
 }
@@ -49,25 +46,17 @@ def changes(spark, warehouse: str, records: int) -> dict:
     """N contacts snapshotted and diffed for a fresh consumer: a change set of N inserts."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.entry import run
-
     source = f"{warehouse}-source"
     spark.range(1, records + 1).select(
         F.col("id").cast("int").alias("id"), F.concat(F.lit("user"), F.col("id"), F.lit("@example.com")).alias("email"),
         F.concat(F.lit("name-"), F.col("id")).alias("name")).write.mode("overwrite").parquet(source)
-    result: dict = {}
-    for job, spec in (("snapshot", {"name": "contacts", "primary_key": ["id"], "run_id": "bench",
-                                    "logical_date": "2026-01-01T00:00:00+00:00",
-                                    "source": {"format": "parquet", "path": source}}),
-                      ("diff", {"table": "snapshots/contacts", "consumer": "hubspot"})):
-        result = run(spark, {"job": job, "warehouse": warehouse, **spec})
-        assert result["status"] == "success", result
-    return result
+    job(spark, "snapshot", warehouse, name="contacts", primary_key=["id"], run_id="bench",
+        logical_date="2026-01-01T00:00:00+00:00", source={"format": "parquet", "path": source})
+    return job(spark, "diff", warehouse, table="snapshots/contacts", consumer="hubspot")
 
 
 def measure(spark, work: Path, records: int) -> dict:
     from spark_jobs.contract import change_set_fields
-    from spark_jobs.entry import run
     from tests_common.emulators.hubspot import HubSpotApi
 
     shutil.rmtree(work, ignore_errors=True)
@@ -77,18 +66,14 @@ def measure(spark, work: Path, records: int) -> dict:
     with HubSpotApi(burst_limit=BURST, burst_window=WINDOW_S, history=False) as api:
         api.add_token("pat-bench")
         api.define_property("contacts", "customer_id", unique=True)
-        spec = {"job": "sync", "warehouse": warehouse, **change_set_fields(changed), "run_id": "bench-sync",
-                "destination": {"type": "hubspot", "id_property": "customer_id", "limit_share": 1,
-                                "burst_limit": BURST, "connection": {"host": api.url},
-                                "secrets_env": {"password": TOKEN_ENV}},
+        destination = {"type": "hubspot", "id_property": "customer_id", "limit_share": 1, "burst_limit": BURST,
+                       "connection": {"host": api.url}, "secrets_env": {"password": TOKEN_ENV}}
+        spec = {**change_set_fields(changed), "run_id": "bench-sync", "destination": destination,
                 "field_mapping": {"id": "customer_id", "email": "email", "name": "lastname"}}
-        started = time.perf_counter()
-        result = run(spark, spec)
-        job_s = time.perf_counter() - started
+        job_s, result = timed(job, spark, "sync", warehouse, **spec)
         upserts = api.requests_to("POST", "batch/upsert$")
         accepted = [r for r in upserts if r.status in (200, 207)]
         held = len(api.objects("contacts"))
-    assert result["status"] == "success", result
     allowed = BURST / WINDOW_S
     figures = {
         "rest_rate_limit_utilisation": round(len(upserts) / job_s / allowed, 3),
@@ -103,15 +88,14 @@ def measure(spark, work: Path, records: int) -> dict:
 
 
 def main() -> int:
-    from bench.latency import record, verdicts
-    from bench.run import session
+    from bench.harness import record, session, verdicts
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--work", default=str(REPO / ".cache" / "bench" / "rate_limit"))
     parser.add_argument("--out", help="also write the result to this file (what the harness reads)")
     parser.add_argument("--record", action="store_true",
-                        help="also merge the result into bench/results/latest.json as scenarios['10']")
+                        help="also merge the result into bench/results/latest.json as scenarios['11']")
     args = parser.parse_args()
     load = [round(x, 1) for x in os.getloadavg()]
     spark = session(args.records)
@@ -123,7 +107,7 @@ def main() -> int:
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))
     if args.record:
-        record(result, REPO / "bench" / "results" / "latest.json", scenario="10")
+        record(result, "11")
     print(json.dumps(result, indent=2))
     print("\n".join(verdicts(result, GOALS)))
     return 0 if all(result["correct"].values()) else 1
