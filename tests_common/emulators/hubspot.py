@@ -340,12 +340,19 @@ class HubSpotApi(EmulatedApi):
                          "VALIDATION_ERROR")
         return inputs
 
-    def _upsert(self, request: Request) -> Reply:
+    def _batch(self, request: Request) -> tuple[str, dict[str, Property], list[dict[str, Any]]] | Reply:
+        """A batch request's object type, its properties and its inputs; or the refusal of either."""
         found = self._schema(request)
+        if isinstance(found, Reply):
+            return found
         inputs = self._inputs(request)
-        if isinstance(found, Reply) or isinstance(inputs, Reply):
-            return found if isinstance(found, Reply) else inputs  # type: ignore[return-value]
-        kind, schema = found
+        return inputs if isinstance(inputs, Reply) else (*found, inputs)
+
+    def _upsert(self, request: Request) -> Reply:
+        batch = self._batch(request)
+        if isinstance(batch, Reply):
+            return batch
+        kind, schema, inputs = batch
         with self.lock:
             problems = {i: self._invalid(schema, item) for i, item in enumerate(inputs)}
             problems = {i: p for i, p in problems.items() if p}
@@ -427,11 +434,10 @@ class HubSpotApi(EmulatedApi):
                          if not r.archived and r.properties.get(prop) == value), None)
 
     def _read(self, request: Request) -> Reply:
-        found = self._schema(request)
-        inputs = self._inputs(request)
-        if isinstance(found, Reply) or isinstance(inputs, Reply):
-            return found if isinstance(found, Reply) else inputs  # type: ignore[return-value]
-        kind, schema = found
+        batch = self._batch(request)
+        if isinstance(batch, Reply):
+            return batch
+        kind, schema, inputs = batch
         body = request.json()
         id_property = body.get("idProperty") or "hs_object_id"
         prop = schema.get(id_property)
@@ -458,20 +464,20 @@ class HubSpotApi(EmulatedApi):
         return Reply(207, out)
 
     def _archive(self, request: Request) -> Reply:
-        found = self._schema(request)
-        inputs = self._inputs(request)
-        if isinstance(found, Reply) or isinstance(inputs, Reply):
-            return found if isinstance(found, Reply) else inputs  # type: ignore[return-value]
+        batch = self._batch(request)
+        if isinstance(batch, Reply):
+            return batch
+        kind, _, inputs = batch
         ids = [str(item.get("id")) for item in inputs]
         bad = [i for i in ids if not i.isdigit()]
         if bad:
             return error(400, f"Object IDs must be numeric; got {bad}", "VALIDATION_ERROR")
         with self.lock:
             for record_id in ids:
-                record = self._store.records.get(found[0], {}).get(record_id)
+                record = self._store.records.get(kind, {}).get(record_id)
                 if record is not None and not record.archived:
                     record.archived = True
-                    self._unindex(found[0], record)
+                    self._unindex(kind, record)
         return Reply(204)
 
 

@@ -24,9 +24,11 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Callable, Iterator, Mapping, Pattern
 from urllib.parse import parse_qs, urlsplit
+
+from tests_common.http_server import TrackingServer
 
 MAX_BODY = 256 * 1024 * 1024
 
@@ -161,30 +163,9 @@ class FixedWindow:
         return now - now % self.seconds + self.seconds
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, owner: "EmulatedApi", host: str, port: int):
-        self.owner = owner
-        self.open_sockets: set[socket.socket] = set()
-        self.sockets_lock = threading.Lock()
-        super().__init__((host, port), _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self.sockets_lock:
-            self.open_sockets.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self.sockets_lock:
-            self.open_sockets.discard(request)
-        super().shutdown_request(request)
-
-
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: TrackingServer
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -227,7 +208,7 @@ class EmulatedApi:
         self._faults: list[_Fault] = []
         self._requests: list[Request] = []
         self._stopping = threading.Event()
-        self._httpd: _Server | None = None
+        self._httpd: TrackingServer | None = None
         self._thread: threading.Thread | None = None
         self._routes: list[Route] = [Route(m, re.compile(p), h) for m, p, h in self.routes()]
 
@@ -251,7 +232,7 @@ class EmulatedApi:
     def start(self) -> "EmulatedApi":
         if self._httpd is None:
             self._stopping.clear()
-            self._httpd = _Server(self, self._host, self._port)
+            self._httpd = TrackingServer((self._host, self._port), _Handler, self)
             self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                             name=f"{self.name}-emulator", daemon=True)
             self._thread.start()

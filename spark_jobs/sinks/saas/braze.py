@@ -47,7 +47,7 @@ from spark_jobs.contract.saas import BrazeOptions
 from spark_jobs.contract.templating import to_json
 from spark_jobs.errors import ConfigError, DestinationError
 from spark_jobs.sinks.base import ChangeRecord, SinkCapabilities, SinkConfig
-from spark_jobs.sinks.rest import RestRequest, RestSink
+from spark_jobs.sinks.rest import RestRequest
 from spark_jobs.sinks.rest.responses import Reply
 from spark_jobs.sinks.saas.preset import SaasSink, api_url
 from spark_jobs.sinks.saas.values import Unconvertible, as_date, iso_utc, json_number, text
@@ -120,11 +120,7 @@ class BrazeSink(SaasSink):
     # --- driver side -------------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
         """Fail before anything is sent when a mapped field is one Braze would drop or refuse."""
-        RestSink.open(self)
-        try:
-            known = self._custom_attributes()
-        finally:
-            self.close()
+        known = self.asked_on_the_driver(self._custom_attributes)
         fields = [f for f in self.config.fields if f != self.key]
         refused = [f for f in fields if f.startswith("$")]
         blocked = [f for f in fields if known.get(f) == "Blocklisted"]

@@ -43,7 +43,7 @@ from spark_jobs.contract.saas import HubSpotOptions
 from spark_jobs.contract.templating import to_json
 from spark_jobs.errors import ConfigError, DestinationError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, SinkCapabilities, SinkConfig
-from spark_jobs.sinks.rest import RestRequest, RestSink
+from spark_jobs.sinks.rest import RestRequest
 from spark_jobs.sinks.rest.responses import Reply
 from spark_jobs.sinks.saas.preset import SaasSink, SchemaCache, api_url
 from spark_jobs.sinks.saas.values import Unconvertible, boolean, epoch_millis, midnight_millis, number_text, text
@@ -122,11 +122,7 @@ class HubSpotSink(SaasSink):
     # --- driver side -------------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
         """Fail before anything is sent when a mapped field is no writable property of the object."""
-        RestSink.open(self)
-        try:
-            properties = self._properties(fresh=True)
-        finally:
-            self.close()
+        properties = self.asked_on_the_driver(lambda: self._properties(fresh=True))
         options = self.options
         key = properties.get(options.id_property)
         by_email = key is not None and key["name"] == "email" and options.object_type in BY_EMAIL

@@ -127,6 +127,15 @@ class SaasSink(RestSink):
         return outcomes
 
     # --- auxiliary requests --------------------------------------------------------------------------
+    def asked_on_the_driver(self, ask: Callable[[], T]) -> T:
+        """What ``ask`` gets from the destination in :meth:`prepare`, on the driver, where the sink is not
+        open: a session for it, closed after."""
+        RestSink.open(self)
+        try:
+            return ask()
+        finally:
+            self.close()
+
     def call(self, method: str, url: str, *, json_body: Any = None, data: bytes | None = None,
              headers: dict[str, str] | None = None, ok: Sequence[int] = (200,)) -> Any:
         """One request outside the operations (module docstring); the response (``requests``') when its

@@ -171,11 +171,7 @@ class SalesforceSink(SaasSink):
     # --- driver side -------------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
         """Fail before anything is sent when the mapping does not fit the object (module docstring)."""
-        RestSink.open(self)
-        try:
-            fields = self._describe(fresh=True)
-        finally:
-            self.close()
+        fields = self.asked_on_the_driver(lambda: self._describe(fresh=True))
         options = self.options
         ext = fields.get(options.external_id_field)
         if ext is None or not ext.get("externalId"):
