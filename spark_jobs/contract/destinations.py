@@ -33,7 +33,7 @@ from spark_jobs.contract.sink_options import GENERIC_KEYS as GENERIC_KEYS, SinkO
 
 #: The options that name where a destination writes, the first given wins: how labels, run history
 #: rows and Asset aliases name a destination.
-TARGET_KEYS = ("table", "topic", "path", "endpoint", "url", "base_url")
+TARGET_KEYS = ("table", "topic", "path", "endpoint", "url", "base_url", "object", "object_type")
 #: The batch size of a sink that declares none (:class:`~spark_jobs.sinks.base.SinkCapabilities`).
 DEFAULT_BATCH_SIZE = 500
 
