@@ -32,6 +32,7 @@ from spark_jobs.errors import DestinationError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities, SinkConfig
 from spark_jobs.sinks.rest import RestRequest, RestSink
 from spark_jobs.sinks.rest.responses import Reply
+from spark_jobs.sinks.rest.transport import connection_headers
 from spark_jobs.sinks.saas.values import Unconvertible
 
 T = TypeVar("T")
@@ -101,6 +102,14 @@ class SaasSink(RestSink):
         return None
 
     # --- the REST core's hooks -----------------------------------------------------------------------
+    def open(self) -> None:
+        """The REST core's session, less the headers it makes of the connection's extras: a SaaS
+        connection's extras are its settings (Salesforce's consumer key and secret, its instance URL),
+        never headers to send to the API."""
+        super().open()
+        for name in connection_headers(self.config.connection_extra()):
+            self.session.headers.pop(name, None)
+
     def read_response(self, request: RestRequest, response: Any) -> list[Outcome]:
         """As the operation's response options say; a transient answer without ``Retry-After`` waits what
         the vendor's own headers say (:meth:`retry_wait`)."""
@@ -129,8 +138,8 @@ class SaasSink(RestSink):
     # --- auxiliary requests --------------------------------------------------------------------------
     def asked_on_the_driver(self, ask: Callable[[], T]) -> T:
         """What ``ask`` gets from the destination in :meth:`prepare`, on the driver, where the sink is not
-        open: a session for it, closed after."""
-        RestSink.open(self)
+        open: a session for it (this base's, not a vendor's ``open``, which reads the schema), closed after."""
+        SaasSink.open(self)
         try:
             return ask()
         finally:

@@ -61,6 +61,9 @@ def test_mirror_with_salesforce_types_and_deletes_by_external_id(spark, warehous
     [lookup] = api.requests_to("GET", "/query$")
     assert "WHERE Customer_Id__c IN ('2')" in lookup.arg("q")
     assert any(r.status == 401 for r in api.requests) and len(api.requests_to("POST", "oauth2/token")) >= 2
+    calls = [r for r in api.requests if "oauth2" not in r.path]
+    assert not any("sync-secret" in json.dumps(r.headers) or b"sync-secret" in r.body for r in calls), \
+        "the connected app's secret goes to the token endpoint only, never as a header of the API's requests"
 
 
 def test_a_large_batch_goes_through_bulk_api_2_and_its_failures_reach_the_ledger(spark, warehouse, tmp_path, api):
