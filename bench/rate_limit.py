@@ -4,10 +4,10 @@
 
 The HubSpot emulator (``tests_common/emulators/hubspot.py``) enforces what HubSpot documents for a
 private app on Free/Starter: 100 requests per rolling 10 seconds, 100 inputs per batch request, a 429
-past the limit. A change set of N contacts (default 50,000: about 50 s of requests at the limit) is
+past the limit. A change set of N contacts (default 100,000: about 100 s of requests at the limit) is
 snapshotted and diffed, then delivered by the ``hubspot`` destination (batch upsert by a unique
-property) with ``burst_limit`` 100 and ``limit_share`` 1 — the whole allowance is this sync's — the
-sync job timed end to end on a local[2] session.
+property) with ``burst_limit`` 100 and its default ``limit_share`` 0.95 (``--limit-share``), the sync
+job timed end to end on a local[2] session.
 
 Figures:
 
@@ -55,7 +55,7 @@ def changes(spark, warehouse: str, records: int) -> dict:
     return job(spark, "diff", warehouse, table="snapshots/contacts", consumer="hubspot")
 
 
-def measure(spark, work: Path, records: int) -> dict:
+def measure(spark, work: Path, records: int, limit_share: float) -> dict:
     from spark_jobs.contract import change_set_fields
     from tests_common.emulators.hubspot import HubSpotApi
 
@@ -66,8 +66,8 @@ def measure(spark, work: Path, records: int) -> dict:
     with HubSpotApi(burst_limit=BURST, burst_window=WINDOW_S, history=False) as api:
         api.add_token("pat-bench")
         api.define_property("contacts", "customer_id", unique=True)
-        destination = {"type": "hubspot", "id_property": "customer_id", "limit_share": 1, "burst_limit": BURST,
-                       "connection": {"host": api.url}, "secrets_env": {"password": TOKEN_ENV}}
+        destination = {"type": "hubspot", "id_property": "customer_id", "limit_share": limit_share,
+                       "burst_limit": BURST, "connection": {"host": api.url}, "secrets_env": {"password": TOKEN_ENV}}
         spec = {**change_set_fields(changed), "run_id": "bench-sync", "destination": destination,
                 "field_mapping": {"id": "customer_id", "email": "email", "name": "lastname"}}
         job_s, result = timed(job, spark, "sync", warehouse, **spec)
@@ -80,7 +80,7 @@ def measure(spark, work: Path, records: int) -> dict:
         "rest_rate_limit_utilisation_delivery": round(len(upserts) / result["delivery_s"] / allowed, 3),
         "rest_batch_fill": round(records / max(1, len(accepted)) / BATCH, 3),
         "rest_429s": sum(1 for r in upserts if r.status == 429),
-        "rest_requests": len(upserts), "rest_records": records,
+        "rest_requests": len(upserts), "rest_records": records, "rest_limit_share": limit_share,
         "rest_job_s": round(job_s, 2), "rest_delivery_s": result["delivery_s"],
     }
     return {"figures": figures, "correct": {"hubspot_holds_every_contact": held == records,
@@ -91,7 +91,8 @@ def main() -> int:
     from bench.harness import record, session, verdicts
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--limit-share", type=float, default=0.95, help="the destination's limit_share")
     parser.add_argument("--work", default=str(REPO / ".cache" / "bench" / "rate_limit"))
     parser.add_argument("--out", help="also write the result to this file (what the harness reads)")
     parser.add_argument("--record", action="store_true",
@@ -100,7 +101,7 @@ def main() -> int:
     load = [round(x, 1) for x in os.getloadavg()]
     spark = session(args.records)
     try:
-        result = measure(spark, Path(args.work), args.records)
+        result = measure(spark, Path(args.work), args.records, args.limit_share)
     finally:
         spark.stop()
     result["load_avg"] = {"start": load, "end": [round(x, 1) for x in os.getloadavg()]}
