@@ -106,7 +106,7 @@ def destination_label(destination: dict[str, Any]) -> str:
     if "://" in str(target):
         parts = urlsplit(str(target))
         target = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-    return f"{destination.get('type')}:{target}"
+    return f"{destination.get('type')}:{target}" if target else str(destination.get("type"))
 
 
 def _with_resends(spark: SparkSession, wh: Warehouse, spec: SyncSpec, ops: DataFrame, key: list[str],

@@ -14,6 +14,8 @@ from demo_customers import SOURCE_BY_DAY
 
 from tests_common.emulators.braze import BrazeApi
 from tests_common.emulators.hubspot import HubSpotApi
+from airflow_reverse_etl.ui import page, summary
+from airflow_reverse_etl.ui.tables import read_rows
 from tests_common.demo import load_demo
 from tests_common.emulators.salesforce import SalesforceApi
 
@@ -79,6 +81,13 @@ def test_the_demo_customers_reach_salesforce_hubspot_and_braze_and_no_secret_is_
             for name, x in xcoms[1].items()} == dict.fromkeys(SYNCS, (1, 2, 1))
     assert hubspot.requests_to("POST", "batch/archive$") and braze.requests_to("POST", "/users/delete$")
     assert salesforce.requests_to("DELETE", "composite/sobjects$")
+
+    # the syncs page (what Airflow's Reverse ETL view renders) shows the three, two green runs each
+    runs = read_rows(str(tmp_path / "warehouse" / "_system" / "runs"), summary.RUN_COLUMNS)
+    syncs = {s.destination: s for s in summary.summarise(runs, [])}
+    assert set(syncs) == {"salesforce:Contact", "hubspot:contacts", "braze"}
+    assert all((s.runs, s.failed, s.totals["deleted"]) == (2, 0, 1) for s in syncs.values())
+    assert all(name in page.render(str(tmp_path / "warehouse"), list(syncs.values()), []) for name in syncs)
 
     out, err = capfd.readouterr()
     places = {"task logs": caplog.text + out + err, "xcom": json.dumps(xcoms, default=str),
