@@ -90,7 +90,7 @@ def test_a_record_hubspot_refuses_goes_to_the_ledger_with_its_reason_and_is_sent
 def test_a_mapped_property_hubspot_lacks_fails_the_sync_before_anything_is_sent(spark, warehouse, tmp_path, api):
     p = Pipeline(spark, warehouse, tmp_path, schema=SCHEMA)
     error = p.sync_error(p.step([row(1)]), destination(api), field_mapping={**MAPPING, "name": "full_name"})
-    assert "no property ['full_name']" in error["error"]["message"] and "Nothing was sent" in error["error"]["message"]
+    assert "no property ['full_name']" in error["message"] and "Nothing was sent" in error["message"]
     assert [r.method for r in api.requests] == ["GET"] and p.committed() is None
 
 
