@@ -85,12 +85,14 @@ def _integer(value: Any) -> int:
     return int(number)
 
 
+#: How a value is written into a JSON body, by Salesforce field type (text for every other type).
+_JSON_WRITERS: dict[str, Convert] = {"boolean": boolean, "int": _integer, "date": lambda v: as_date(v).isoformat(),
+                                     "datetime": iso_utc, **dict.fromkeys(NUMERIC, json_number)}
+
+
 def json_converter(field: dict[str, Any]) -> Convert:
     """How a value goes into a field of this type in a JSON body (the module docstring)."""
-    kind = field.get("type")
-    write: Convert = boolean if kind == "boolean" else _integer if kind == "int" else \
-        json_number if kind in NUMERIC else (lambda v: as_date(v).isoformat()) if kind == "date" else \
-        iso_utc if kind == "datetime" else text
+    write: Convert = _JSON_WRITERS.get(str(field.get("type")), text)
     return lambda value: None if value is None else write(value)
 
 
