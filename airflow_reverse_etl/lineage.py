@@ -17,6 +17,7 @@ import os
 from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import urlsplit
 
+from spark_jobs.contract.rest import connection_url
 from spark_jobs.kafka_clients import brokers
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ def destination_dataset(destination: dict[str, Any],
         return f"kafka://{str(servers).split(',')[0].strip()}", destination["topic"]
     if kind in ("http", "rest") or destination.get("base_url"):  # a REST API: its base URL (presets too)
         parts = urlsplit(destination.get("url") or destination.get("base_url")
-                         or _http_endpoint(conn, destination.get("endpoint")))
+                         or connection_url(conn, destination.get("endpoint")) or "")
         address = parts.hostname or ""
         address += f":{parts.port}" if parts.port else ""
         return f"{parts.scheme}://{address}", parts.path or "/"
@@ -82,16 +83,6 @@ def destination_dataset(destination: dict[str, Any],
     if kind == "delta":
         return dataset_name(destination["path"])
     return None
-
-
-def _http_endpoint(conn: dict[str, Any], endpoint: str | None) -> str:
-    """The URL an HTTP sink joins from its connection (scheme in ``schema``, host, port) and endpoint."""
-    host = conn.get("host") or ""
-    if "://" not in host:
-        host = f"{conn.get('schema') or 'http'}://{host}"
-    if conn.get("port"):
-        host = f"{host.rstrip('/')}:{conn['port']}"
-    return host.rstrip("/") + "/" + (endpoint or "").lstrip("/")
 
 
 def destination_asset_uri(namespace: str, name: str) -> str:

@@ -41,6 +41,7 @@ pytest_plugins = [
     "tests_common.postgres_table",
     "tests_common.http_server",
     "tests_common.rest_api",
+    "tests_common.smtp_server",
     "tests_common.spark_submit",
     "tests_common.spark_cluster",
     "tests_common.object_store",
