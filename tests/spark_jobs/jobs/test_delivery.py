@@ -17,6 +17,12 @@ RUN_FIELDS = ("status", "planned_upsert", "planned_delete", "resent", "sent", "i
               "rejected", "retried", "committed", "outcomes")
 
 
+def counts(result):
+    """The sync's counts, but the number of batches: the executors cut each partition into its own
+    batches, the driver the whole change set, so the same records may make one batch more or less."""
+    return {k: v for k, v in result["stats"].items() if k != "batches"}
+
+
 def test_both_sides_of_the_threshold_give_the_same_destination_counts_ledger_and_history(spark, warehouse,
                                                                                         tmp_path):
     p = Pipeline(spark, warehouse, tmp_path, consumer="driver")
@@ -35,8 +41,8 @@ def test_both_sides_of_the_threshold_give_the_same_destination_counts_ledger_and
         assert [r["delivered_from"] for r in results["executors"]] == ["executors", "executors"]
         assert to_driver.rows() == to_executors.rows() and len(to_driver.rows()) == 11
         for mine, theirs in zip(results["driver"], results["executors"]):
-            assert (mine["stats"], mine["planned"], mine["resent"], mine["committed"]) == (
-                theirs["stats"], theirs["planned"], theirs["resent"], theirs["committed"])
+            assert (counts(mine), mine["planned"], mine["resent"], mine["committed"]) == (
+                counts(theirs), theirs["planned"], theirs["resent"], theirs["committed"])
     first, second = results["driver"]
     assert (first["stats"]["rejected"], second["resent"], second["stats"]["deleted"]) == (1, 1, 1)
 
