@@ -30,7 +30,6 @@ from bench.bench_sinks import REPO, sync  # sets the environment the Spark worke
 
 SIZES = (10, 100, 1_000, 3_000, 10_000, 30_000)
 SIDES = {"driver": 10**9, "executors": 0}
-SCHEMA = "id BIGINT, name STRING, email STRING, city STRING, score DOUBLE"
 
 
 def change_sets(spark, warehouse: str, sizes: tuple[int, ...]) -> dict[int, dict]:

@@ -95,7 +95,8 @@ with DAG(
         destination=CONTACTS_API,
         destination_conn_id="contacts_api",
         mode="mirror",  # upserts and deletes: the API ends up holding the source's customers
-        delivery={"requests_per_second": 20, "max_in_flight": 4},  # the API allows 25 requests/s
+        concurrency=4,  # requests in flight at once (one record each)...
+        delivery={"requests_per_second": 20, "max_in_flight": 4},  # ...within the API's 25 requests/s
         max_reject_fraction=0.5,  # more refused than that fails the task (after committing the rest)
         on_rejects_callback=SmtpNotifier(
             to="data-team@example.com",
