@@ -18,6 +18,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 from urllib.parse import urlsplit
 
+from spark_jobs.contract.rest import connection_url
 from spark_jobs.kafka_clients import brokers
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def _kafka(destination: dict[str, Any], conn: dict[str, Any]) -> tuple[str, str]
 def _http(destination: dict[str, Any], conn: dict[str, Any]) -> tuple[str, str]:
     """A REST API (``http``, ``rest`` and its presets): its URL or base URL, else the connection's."""
     parts = urlsplit(destination.get("url") or destination.get("base_url")
-                     or _http_endpoint(conn, destination.get("endpoint")))
+                     or connection_url(conn, destination.get("endpoint")) or "")
     return f"{parts.scheme}://{_address(parts.hostname, parts.port)}", parts.path or "/"
 
 
@@ -96,8 +97,8 @@ def _saas(scheme: str, default_host: str, name: Callable[[dict[str, Any]], str])
     + ``Contact``): the host from the connection (Salesforce: its ``instance_url`` or ``domain`` extra)."""
     def namer(destination: dict[str, Any], conn: dict[str, Any]) -> tuple[str, str]:
         extra = conn.get("extra") or {}
-        url = extra.get("instance_url") or (f"https://{extra['domain']}.salesforce.com" if extra.get("domain")
-                                            else _http_endpoint(conn, "") if conn.get("host") else default_host)
+        url = str(extra.get("instance_url") or (f"https://{extra['domain']}.salesforce.com" if extra.get("domain")
+                                                else connection_url(conn, "") or default_host))
         parts = urlsplit(url if "://" in url else f"https://{url}")
         return f"{scheme}://{_address(parts.hostname, parts.port)}", name(destination)
     return namer
@@ -112,16 +113,6 @@ _DESTINATION_NAMERS: dict[str, Namer] = {
     "hubspot": _saas("hubspot", "api.hubapi.com", lambda d: str(d.get("object_type") or "contacts")),
     "braze": _saas("braze", "rest.iad-01.braze.com", lambda d: "users"),
 }
-
-
-def _http_endpoint(conn: dict[str, Any], endpoint: str | None) -> str:
-    """The URL an HTTP sink joins from its connection (scheme in ``schema``, host, port) and endpoint."""
-    host = conn.get("host") or ""
-    if "://" not in host:
-        host = f"{conn.get('schema') or 'http'}://{host}"
-    if conn.get("port"):
-        host = f"{host.rstrip('/')}:{conn['port']}"
-    return host.rstrip("/") + "/" + (endpoint or "").lstrip("/")
 
 
 def destination_asset_uri(namespace: str, name: str) -> str:

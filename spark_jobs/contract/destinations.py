@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from spark_jobs.contract.options import (
     Options,
     at_least_one,
     mapping,
     non_negative,
+    non_negative_integer,
     option,
     optional,
     positive,
@@ -34,15 +36,21 @@ from spark_jobs.contract.sink_options import GENERIC_KEYS as GENERIC_KEYS, SinkO
 #: The options that name where a destination writes, the first given wins: how labels, run history
 #: rows and Asset aliases name a destination.
 TARGET_KEYS = ("table", "topic", "path", "endpoint", "url", "base_url", "object", "object_type")
+#: The default of ``delivery.driver_max_records``: below it a sync delivers from its driver. Measured
+#: (bench/README.md, "Driver-side delivery"): PLACEHOLDER.
+DRIVER_MAX_RECORDS = 1000
 #: The batch size of a sink that declares none (:class:`~spark_jobs.sinks.base.SinkCapabilities`).
 DEFAULT_BATCH_SIZE = 500
 
 
 @dataclass(frozen=True, kw_only=True)
 class DeliveryPolicy(Options):
-    """How a sync delivers: batches, retries, concurrency, rate (the ``delivery`` of a sync spec).
-    ``batch_size`` None means the sink's own; the sync resolves it and splits a ``rate_limit`` over
-    the partitions that run at once before handing the policy to the executors."""
+    """How a sync delivers: batches, retries, concurrency, limits, and where (the ``delivery`` of a
+    sync spec). ``batch_size`` None means the sink's own; the sync resolves it, fixes how many
+    partitions deliver and divides the sync-wide limits (``rate_limit``, ``requests_per_second``,
+    ``max_in_flight``) among them before handing the policy to the executors — or delivers from the
+    driver, alone, when the change set holds at most ``driver_max_records`` records
+    (:mod:`spark_jobs.jobs.delivery`)."""
 
     batch_size: int | None = option(None, optional(at_least_one), doc="records per batch (default: the sink's own)")
     max_attempts: int = option(6, at_least_one, doc="tries of a batch before its records are rejected")
@@ -58,6 +66,10 @@ class DeliveryPolicy(Options):
     max_in_flight: int | None = option(
         None, optional(at_least_one), doc="requests in flight at once for the sync: caps the delivering "
                                           "partitions and their concurrency")
+    driver_max_records: int = option(
+        DRIVER_MAX_RECORDS, non_negative_integer,
+        doc="change sets of at most this many records (resends included) are delivered from the job's driver, "
+            "without a Spark job of their own; larger ones from the executors. 0: always the executors")
 
     @classmethod
     def static_where(cls) -> str:
@@ -144,3 +156,13 @@ def destination(value: Any) -> dict[str, Any]:
     if isinstance(sink, str) and sink in BUILT_IN:
         BUILT_IN[sink].parse(given, sink)
     return given
+
+
+def destination_label(destination: dict[str, Any]) -> str:
+    """A human name for the destination (``postgres:public.customers``), safe to log and store: a
+    URL loses any user:password part."""
+    target = next((destination[k] for k in TARGET_KEYS if destination.get(k)), "")
+    if "://" in str(target):
+        parts = urlsplit(str(target))
+        target = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return f"{destination.get('type')}:{target}" if target else str(destination.get("type"))

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from spark_jobs.contract.options import Invalid, Options, at_least_one, checked, mapping, option, optional
 from spark_jobs.contract.sink_options import SinkOptions
@@ -55,6 +55,18 @@ RETRY_STATUSES = (408, 425, 429, 500, 502, 503, 504)
 #: operation's ``success``.
 FATAL_STATUSES = (401, 403, 404, 405)
 _STATUS_CLASS = re.compile(r"^[1-5]xx$")
+
+
+def connection_url(connection: dict[str, Any], path: str | None = "") -> str | None:
+    """``path`` joined to the connection's ``schema://host:port`` (None: the connection has no host)."""
+    host = connection.get("host")
+    if not host:
+        return None
+    if "://" not in host:
+        host = f"{connection.get('schema') or 'http'}://{host}"
+    if connection.get("port"):
+        host = f"{host.rstrip('/')}:{connection['port']}"
+    return host.rstrip("/") + "/" + (path or "").lstrip("/")
 
 
 def statuses(value: Any) -> list[int | str]:
@@ -157,6 +169,36 @@ class RestResponse(Options):
         return "The rest destination's response"
 
 
+#: The options of an operation that are templates the sink renders per record (the rest are options
+#: like any other, which Airflow renders when the task runs).
+SINK_TEMPLATES = ("url", "body", "headers")
+
+
+def map_sink_templates(destination: Any, wrap: Callable[[Any], Any]) -> Any:
+    """``destination`` with each of its operations' sink templates (:data:`SINK_TEMPLATES`) passed
+    through ``wrap``: the Airflow side marks them (:class:`~spark_jobs.contract.options.SinkTemplate`)
+    so that they do not count as Airflow templates at DAG parse time, and wraps them in Airflow's
+    ``literal`` so that Airflow's rendering leaves them to the sink (and unwraps them where it did not
+    render). Anything else is returned as it is."""
+    operations = destination.get("operations") if isinstance(destination, dict) else None
+    if not isinstance(operations, dict):
+        return destination
+
+    def wrapped(operation: Any) -> Any:
+        if not isinstance(operation, dict):
+            return operation
+        done = dict(operation)
+        for key in SINK_TEMPLATES:
+            value = operation.get(key)
+            if isinstance(value, dict):  # headers: one template per header
+                done[key] = {name: wrap(v) for name, v in value.items()}
+            elif value is not None:
+                done[key] = wrap(value)
+        return done
+
+    return {**destination, "operations": {op: wrapped(request) for op, request in operations.items()}}
+
+
 def _template(place: Place, names: frozenset[str]) -> Any:
     def check(value: Any) -> str:
         if not isinstance(value, str):
@@ -223,7 +265,8 @@ class RestAuth(Options):
     header: str = option("X-API-Key", header_name, doc="api_key: the header that carries the key")
     prefix: str = option("", doc="api_key: text before the key in the header (e.g. 'Token ')")
     query: str | None = option(None, doc="api_key: send the key as this query parameter instead of a header")
-    token_url: str | None = option(None, doc="oauth2_client_credentials: the token endpoint")
+    token_url: str | None = option(None, doc="oauth2_client_credentials: the token endpoint (absolute, or a "
+                                             "path joined to the base URL)")
     scope: str | None = option(None, doc="oauth2_client_credentials: the scope asked for")
     token_params: dict[str, str] = option(factory=dict, doc="oauth2_client_credentials: more form fields of the "
                                                             "token request (e.g. audience)")

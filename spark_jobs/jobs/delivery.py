@@ -1,6 +1,8 @@
 """Where a sync's delivery runs and how wide: the delivery policy resolved against the sink and the
 cluster, and the Spark side of running :func:`~spark_jobs.sinks.core.deliver_partition` over the
-operations.
+operations — in the executors, or, for a change set of at most ``driver_max_records`` records, from
+the driver (:func:`on_driver`), which saves the Spark job, its Python workers and the checkpoint a
+small sync would otherwise pay for (the default is measured: bench/README.md).
 
 Limits for the whole sync (``delivery``: ``rate_limit`` records/s, ``requests_per_second``,
 ``max_in_flight``) are kept across executors by fixing how many partitions deliver and dividing:
@@ -34,26 +36,36 @@ from spark_jobs.sinks.base import Sink, SinkConfig
 from spark_jobs.sinks.batch import with_json
 from spark_jobs.sinks.core import OUTCOME_DDL, Stats, deliver_partition
 
+#: The refused records a delivery returns, wherever it ran (the reject ledger's input).
+REFUSED_COLUMNS = ("key", "op", "change", "error", "attempts")
+REFUSED_DDL = "key STRING, op STRING, change STRING, error STRING, attempts INT"
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
 @dataclass(frozen=True)
 class Delivery:
-    """The resolved policy (rates per delivering partition) and how many partitions deliver (None:
-    as many as the operations have; only limits need the count fixed)."""
+    """The resolved policy (rates per delivering partition), how many partitions deliver (None: as
+    many as the operations have; only limits need the count fixed), and whether the driver delivers:
+    then it is the one delivering "partition" and the policy holds the whole sync's rates."""
 
     policy: DeliveryPolicy
     partitions: int | None = None
+    on_driver: bool = False
 
 
-def resolve(policy: DeliveryPolicy, sink_cls: type[Sink], running_at_once: Callable[[], int]) -> Delivery:
+def resolve(policy: DeliveryPolicy, sink_cls: type[Sink], running_at_once: Callable[[], int],
+            records: int | None = None) -> Delivery:
     """``policy`` (the spec's ``delivery``, checked with the spec) resolved against the sink — its
     batch size when none is given, at most its concurrency — and the cluster: the sync-wide limits
     divided over the delivering partitions (the module docstring; ``running_at_once`` is asked only
-    when there is a limit: it runs Spark jobs)."""
+    when there is a limit: it runs Spark jobs). ``records`` (the plan's count) at most
+    ``driver_max_records``: the driver delivers, alone."""
     concurrency = min(policy.concurrency, sink_cls.max_concurrency or policy.concurrency)
     policy = replace(policy, batch_size=policy.batch_size or sink_cls.batch_size, concurrency=concurrency)
+    if records is not None and records <= policy.driver_max_records:
+        return Delivery(_shared(policy, 1), 1, on_driver=True)
     if not (policy.rate_limit or policy.requests_per_second or policy.max_in_flight):
         return Delivery(policy)
     partitions = min(running_at_once(), policy.max_in_flight or running_at_once(),
@@ -136,5 +148,33 @@ def in_executors(frame: DataFrame, sink_cls: type[Sink], config: SinkConfig, key
     stats = Stats()
     for row in outcomes.where(F.col("kind") == "stats").select("stats").collect():  # one per partition
         stats.add(json.loads(row["stats"]))
-    refused = outcomes.where(F.col("kind") == "reject").select("key", "op", "change", "error", "attempts")
+    refused = outcomes.where(F.col("kind") == "reject").select(*REFUSED_COLUMNS)
     return stats, refused
+
+
+def on_driver(spark: SparkSession, frame: DataFrame, sink_cls: type[Sink], config: SinkConfig,
+              key_fields: list[str], delivery: Delivery) -> tuple[Stats, DataFrame] | None:
+    """Deliver ``frame`` from this process — the job's driver (the task process over Spark Connect) —
+    with the executors' own code (:func:`~spark_jobs.sinks.core.deliver_partition`: the same batches,
+    retries, rate limits and outcomes) and no Spark job of its own beyond reading the rows. Returns
+    (stats, refused records), or None when the frame holds more than ``driver_max_records`` rows after
+    all (then the executors deliver it).
+
+    Bringing the rows here is the one place a sync collects its data to the driver. It is bounded:
+    at most ``driver_max_records + 1`` rows are ever read (``limit``), whatever the plan said, so the
+    rule that nothing proportional to a table's size is collected still holds."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    limit = delivery.policy.driver_max_records
+    if sink_cls.wants_json:
+        frame = with_json(frame, key_fields, config.fields)
+    table = frame.limit(limit + 1).toArrow()
+    if table.num_rows > limit:
+        return None
+    outcomes = pa.Table.from_batches(list(deliver_partition(
+        table.to_batches(), partial(sink_cls, config), delivery.policy, key_fields, config.fields)))
+    stats = Stats()
+    stats.add(json.loads(outcomes.column("stats")[-1].as_py()))
+    refused = outcomes.filter(pc.equal(outcomes.column("kind"), "reject")).select(list(REFUSED_COLUMNS))
+    return stats, spark.createDataFrame(refused.to_pylist(), REFUSED_DDL)

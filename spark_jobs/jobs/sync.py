@@ -11,10 +11,14 @@ update     not sent                       update (missing key: no-op)   not sent
 mirror     upsert                         upsert                        delete
 =========  =============================  ============================  ==========
 
-Delivery runs in the executors (``mapInArrow``: the rows reach Python as Arrow batches) under the
-shared core. Its outcome rows are materialized once (a local checkpoint in the executors), so the
-destination is written exactly once per sync (Spark task retries aside, which the idempotent sinks
-absorb) and only per-partition stats come back to the driver.
+Delivery runs under the shared core (:mod:`spark_jobs.jobs.delivery`). A change set of at most
+``delivery.driver_max_records`` records (resends included; the plan knows the count before anything
+is read) is delivered from the job's driver: its rows read once as Arrow, sent with the executors'
+own code, no Spark job of its own. A larger one is delivered in the executors (``mapInArrow``: the
+rows reach Python as Arrow batches); its outcome rows are materialized once (a local checkpoint in
+the executors), so the destination is written exactly once per sync (Spark task retries aside,
+which the idempotent sinks absorb) and only per-partition stats come back to the driver. Either
+way the same ledger, retries, limits and commit follow.
 Destinations Spark writes itself (:class:`~spark_jobs.sinks.base.FrameSink`: Delta, Parquet) get the
 whole operations frame on the driver instead and apply it in one Spark action.
 Only when every partition finished is the consumer's committed version moved to the change set's
@@ -41,7 +45,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
-from urllib.parse import urlsplit, urlunsplit
 
 from spark_jobs import crashpoints, progress
 from spark_jobs.state import consumers, rejects, runs
@@ -49,7 +52,7 @@ from spark_jobs.state.pruning import prune_change_sets
 from spark_jobs.delta.columns import SYNC_COLUMNS, data_columns
 from spark_jobs.delta.change_sets import COUNTED
 from spark_jobs.errors import AlreadyCommittedError, ConfigError, DestinationError, StaleCommitError
-from spark_jobs.contract.destinations import TARGET_KEYS
+from spark_jobs.contract.destinations import destination_label
 from spark_jobs.contract import SyncResult, SyncSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets
 from spark_jobs.delta.lake import commit_metadata, latest_version, require_intact, table_history
@@ -97,16 +100,6 @@ def apply_mapping(ops: DataFrame, spec: SyncSpec) -> tuple[DataFrame, list[str],
     selected += [F.lit(value).alias(name) for name, value in spec.constants.items()]
     frame = ops.select(*selected, "_op", "_change", "_key")
     return frame, [mapping[k] for k in spec.primary_key], [*mapping.values(), *spec.constants]
-
-
-def destination_label(destination: dict[str, Any]) -> str:
-    """A human name for the destination (``postgres:public.customers``), safe to log and store: a
-    URL loses any user:password part."""
-    target = next((destination[k] for k in TARGET_KEYS if destination.get(k)), "")
-    if "://" in str(target):
-        parts = urlsplit(str(target))
-        target = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-    return f"{destination.get('type')}:{target}" if target else str(destination.get("type"))
 
 
 def _with_resends(spark: SparkSession, wh: Warehouse, spec: SyncSpec, ops: DataFrame, key: list[str],
@@ -287,15 +280,17 @@ def _deliver_and_commit(run: _SyncRun, prepared: _Prepared) -> SyncResult:
     sink.prepare(prepared.schema)
     if spec.mode == "mirror" and run.planned.get("delete"):
         _guard_mass_delete(spark, spec.lake, sink, run.planned["delete"], spec)
-    policy = delivery.resolve(sink.limits(spec.delivery), run.sink_cls,
-                              partial(delivery.partitions_running_at_once, spark, prepared.frame))
+    records = None if isinstance(sink, FrameSink) else sum(run.planned.values())
+    resolved = delivery.resolve(sink.limits(spec.delivery), run.sink_cls,
+                                partial(delivery.partitions_running_at_once, spark, prepared.frame), records)
     delivery_started = time.monotonic()
     with progress.reporting(spark, f"sink {spec.table} -> {run.label}", sum(run.planned.values()),
-                            policy.policy.progress_every):
+                            resolved.policy.progress_every):
         if any(run.planned.values()) or prepared.ledger is not None:
-            stats, refused = _deliver(spark, sink, prepared.frame, prepared.config, prepared.key_fields, policy)
+            stats, refused, where = _deliver(spark, sink, prepared.frame, prepared.config, prepared.key_fields,
+                                             resolved)
         else:  # an empty change set and no resends: nothing to read, no Spark job
-            stats, refused = Stats(), _no_refusals(spark)
+            stats, refused, where = Stats(), _no_refusals(spark), None
     # delivery_s: wall time of the delivery itself (reading the operations, sending, acknowledgements),
     # without the planning, ledger, commit and run history around it.
     delivery_s = round(time.monotonic() - delivery_started, 3)
@@ -303,11 +298,34 @@ def _deliver_and_commit(run: _SyncRun, prepared: _Prepared) -> SyncResult:
     crashpoints.reached("sink.delivered")
     if prepared.ledger is not None or stats.rejected:
         _settle_ledger(run, prepared, refused)
+    reasons = top_reasons(refused) if stats.rejected else None
     crashpoints.reached("sink.ledger_settled")
     if expected is not None:
-        _commit(run, expected, prepared, sink, policy)
+        _commit(run, expected, prepared, sink, resolved)
     return prepared.result(committed=run.committed, stats=run.stats, delivery_s=delivery_s,
+                           delivered_from=where, reject_reasons=reasons,
                            outputs=[{"name": run.label, "uri": None, "version": None}])
+
+
+#: What makes two refusals of one kind read differently — a quoted value, an address, a number (an
+#: HTTP status aside) — replaced, so that their reasons group and the group's text holds no record's data.
+_RECORD_VALUES = ((r"'[^']*'", "'…'"), (r'"[^"]*"', '"…"'), (r"[^\s@]+@[^\s@]+", "…@…"),
+                  (r"(?<!HTTP )\b\d+(\.\d+)?\b", "N"))
+#: Reasons a sync result lists (the most frequent first).
+TOP_REASONS = 5
+
+
+def top_reasons(refused: DataFrame) -> list[dict[str, Any]]:
+    """The most frequent reasons the destination gave, grouped with the records' values taken out
+    (:data:`_RECORD_VALUES`): ``[{"reason": "HTTP 422: email '…' is not a valid address", "count": 40}]``.
+    One aggregation in Spark; only :data:`TOP_REASONS` rows reach the driver."""
+    from pyspark.sql import functions as F
+
+    reason = F.col("error")
+    for pattern, replacement in _RECORD_VALUES:
+        reason = F.regexp_replace(reason, pattern, replacement)
+    grouped = refused.groupBy(reason.alias("reason")).count().orderBy(F.desc("count"), "reason")
+    return [{"reason": row["reason"], "count": int(row["count"])} for row in grouped.limit(TOP_REASONS).collect()]
 
 
 def _settle_ledger(run: _SyncRun, prepared: _Prepared, refused: DataFrame) -> None:
@@ -352,23 +370,29 @@ def _finish(run: _SyncRun, result: SyncResult) -> SyncResult:
         raise DestinationError(
             f"{rejected} of {total} records ({rejected / total:.1%}) were rejected by {run.label}, {limit}. "
             f"The {result.stats['sent']} delivered records are committed (version {run.spec.to_version}); the "
-            "rejected ones are in _system/rejects with their errors and will be sent again on the next run."
+            "rejected ones are in _system/rejects with their errors and will be sent again on the next run. "
+            "Most frequent reasons: " + "; ".join(f"{r['reason']} ({r['count']})" for r in result.reject_reasons or [])
         )
     return result
 
 
 def _deliver(spark: SparkSession, sink: Sink, frame: DataFrame, config: SinkConfig, key_fields: list[str],
-             policy: Delivery) -> tuple[Stats, DataFrame]:
-    """Send ``frame`` through the sink; return (stats, refused records)."""
+             policy: Delivery) -> tuple[Stats, DataFrame, str | None]:
+    """Send ``frame`` through the sink — from the driver when the policy says so and the frame is
+    as small as planned, else from the executors; return (stats, refused records, where it ran)."""
     if isinstance(sink, FrameSink):
         stats = Stats()
         stats.add(sink.write_frame(spark, frame.drop("_key")))
-        return stats, _no_refusals(spark)
-    return delivery.in_executors(frame, type(sink), config, key_fields, policy)
+        return stats, _no_refusals(spark), "executors"  # one Spark write
+    delivered = delivery.on_driver(spark, frame, type(sink), config, key_fields, policy) if policy.on_driver \
+        else None
+    if delivered is not None:
+        return (*delivered, "driver")
+    return (*delivery.in_executors(frame, type(sink), config, key_fields, policy), "executors")
 
 
 def _no_refusals(spark: SparkSession) -> DataFrame:
-    return spark.createDataFrame([], "key STRING, op STRING, change STRING, error STRING, attempts INT")
+    return spark.createDataFrame([], delivery.REFUSED_DDL)
 
 
 def _restore_committed_rows(spark: SparkSession, wh: Warehouse, spec: SyncSpec, ops: DataFrame, sink: Sink,
@@ -390,7 +414,7 @@ def _restore_committed_rows(spark: SparkSession, wh: Warehouse, spec: SyncSpec, 
     sent = ops.select(F.col("_key").alias("key"), F.col("_change").alias("change")).distinct()
     resend = rejects.resend_frame(sent, snapshot, key, columns, RESEND_OPERATION[mode], mode == "mirror")
     frame, key_fields, _ = apply_mapping(resend, spec)
-    stats, _ = _deliver(spark, sink, frame, config, key_fields, policy)
+    stats, _, _ = _deliver(spark, sink, frame, config, key_fields, policy)
     return (f"Its {stats.sent} row(s) were sent again as they are at version {now.version}, so the "
             "destination matches the committed version.")
 

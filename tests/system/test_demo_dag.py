@@ -1,6 +1,7 @@
 """The demo DAG end to end through Airflow (dag.test), every job a client of a real Spark Connect server
-(the sync delivering in the server's executors): three logical dates of inserts, updates and deletes
-arrive in the SQLite CRM exactly, and every job's result (the task's XCom) has the same shape.
+(the sync's few records delivered from its driver, the task process): three logical dates of inserts,
+updates and deletes arrive in the SQLite CRM exactly, and every job's result (the task's XCom) has
+the same shape.
 
 The same DAG with every task a cold spark-submit is tests/integration/test_cluster.py (one date, submitted to a
 real standalone cluster, the sink shipped to executors without the project); the local spark-submit

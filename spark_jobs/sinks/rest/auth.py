@@ -24,7 +24,7 @@ from typing import Any
 
 from spark_jobs.contract.rest import RestAuth
 from spark_jobs.errors import DestinationError, RetryableError
-from spark_jobs.sinks.rest.transport import retry_after
+from spark_jobs.sinks.rest.transport import joined, retry_after
 
 #: Shortest secret :meth:`Authenticator.redact` replaces (a shorter one would blank ordinary words).
 MIN_SECRET = 4
@@ -45,9 +45,10 @@ class Authenticator:
     """The auth of one sink instance: what every request carries, and the 401 handling of OAuth2."""
 
     def __init__(self, auth: RestAuth, login: str | None, password: str | None, extra: dict[str, Any],
-                 timeout: Any, verify: bool | str):
+                 timeout: Any, verify: bool | str, base_url: str = ""):
         self.auth, self.login, self.password = auth, login, password
         self.timeout, self.verify = timeout, verify
+        self.token_url = joined(base_url, auth.token_url) if auth.token_url else ""
         kind = auth.type
         if kind == "connection":
             kind = "bearer" if extra.get("auth_type") == "bearer" and password else "basic" if login else "none"
@@ -98,7 +99,7 @@ class Authenticator:
     # --- OAuth2 -------------------------------------------------------------------------------
     def _client(self) -> tuple[Any, ...]:
         secret = hashlib.sha256((self.password or "").encode()).hexdigest()
-        return (self.auth.token_url, self.login, self.auth.scope, tuple(sorted(self.auth.token_params.items())),
+        return (self.token_url, self.login, self.auth.scope, tuple(sorted(self.auth.token_params.items())),
                 self.auth.client_auth, secret)
 
     def _token(self) -> str:
@@ -112,7 +113,7 @@ class Authenticator:
     def _fetch(self) -> _Token:
         import requests
 
-        auth, url = self.auth, str(self.auth.token_url)
+        auth, url = self.auth, self.token_url
         form = {"grant_type": "client_credentials", **({"scope": auth.scope} if auth.scope else {}),
                 **auth.token_params}
         credentials = None

@@ -59,7 +59,7 @@ class RestSink(Sink):
         self.timeout = tuple(self.rest.timeout) if isinstance(self.rest.timeout, list) else self.rest.timeout
         self.session: Any = None  # a requests.Session, opened per sending thread
         self.auth = Authenticator(self.rest.auth, config.connection.get("login"), config.password,
-                                  config.connection_extra(), self.timeout, self.rest.verify)
+                                  config.connection_extra(), self.timeout, self.rest.verify, self.base_url)
 
     # --- what a preset overrides ----------------------------------------------------------------
     def rest_options(self) -> RestOptions:

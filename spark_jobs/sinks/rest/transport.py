@@ -23,6 +23,7 @@ import time
 from typing import Any, Callable
 from urllib.parse import urljoin, urlsplit
 
+from spark_jobs.contract.rest import connection_url as connection_url
 from spark_jobs.errors import DestinationError, RetryableError
 
 #: 307/308 redirects a write follows (same origin only) before it gives up.
@@ -30,18 +31,6 @@ MAX_REDIRECTS = 5
 #: HttpHook extras that are request settings, not headers.
 NOT_HEADERS = frozenset({"headers", "auth_type", "verify", "timeout", "proxies", "cert", "stream",
                          "allow_redirects", "max_redirects", "trust_env", "check_response"})
-
-
-def connection_url(connection: dict[str, Any], path: str | None = "") -> str | None:
-    """``path`` joined to the connection's ``schema://host:port`` (None: the connection has no host)."""
-    host = connection.get("host")
-    if not host:
-        return None
-    if "://" not in host:
-        host = f"{connection.get('schema') or 'http'}://{host}"
-    if connection.get("port"):
-        host = f"{host.rstrip('/')}:{connection['port']}"
-    return host.rstrip("/") + "/" + (path or "").lstrip("/")
 
 
 def joined(base: str, url: str) -> str:
