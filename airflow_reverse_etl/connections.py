@@ -89,10 +89,14 @@ def connection_settings(conn_id: str, role: str) -> tuple[dict[str, Any], dict[s
     return {"connection": public, "secrets_env": secrets_env}, secrets
 
 
+#: Extras that say where a connection points, never a credential: Kafka's brokers, a Salesforce org's URL.
+ADDRESS_EXTRAS = ("bootstrap.servers", "instance_url", "domain")
+
+
 def connection_address(conn_id: str) -> dict[str, Any]:
-    """Where a connection points (host, port, schema and, for Kafka, ``bootstrap.servers``), to name
-    the destination in lineage; nothing secret."""
+    """Where a connection points (host, port, schema and the :data:`ADDRESS_EXTRAS`), to name the
+    destination in lineage; nothing secret."""
     conn = _connection(conn_id)
-    servers = conn.extra_dejson.get("bootstrap.servers")
+    extra = conn.extra_dejson
     return {"host": conn.host, "port": conn.port, "schema": conn.schema,
-            "extra": {"bootstrap.servers": servers} if servers else {}}
+            "extra": {k: extra[k] for k in ADDRESS_EXTRAS if extra.get(k)}}

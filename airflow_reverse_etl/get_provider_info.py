@@ -56,6 +56,27 @@ CONNECTION_TYPES = [
             },
         },
     },
+    {
+        "hook-class-name": "airflow_reverse_etl.hooks.destination.HubSpotDestinationHook",
+        "hook-name": "Reverse ETL HubSpot destination",
+        "connection-type": "reverse_etl_hubspot",
+        "ui-field-behaviour": {
+            "hidden-fields": ["schema", "port", "login", "extra"],
+            "relabeling": {"host": "API URL (leave empty for https://api.hubapi.com)",
+                           "password": "Private app access token"},
+            "placeholders": {"host": "https://api.hubapi.com"},
+        },
+    },
+    {
+        "hook-class-name": "airflow_reverse_etl.hooks.destination.BrazeDestinationHook",
+        "hook-name": "Reverse ETL Braze destination",
+        "connection-type": "reverse_etl_braze",
+        "ui-field-behaviour": {
+            "hidden-fields": ["schema", "port", "login", "extra"],
+            "relabeling": {"host": "REST endpoint", "password": "REST API key"},
+            "placeholders": {"host": "https://rest.iad-01.braze.com"},
+        },
+    },
 ]
 
 

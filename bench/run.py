@@ -12,7 +12,8 @@ cluster (``--master`` runs the in-process scenarios on any master); 7 latency of
 execution modes (spark-submit and Spark Connect) and warm per-job times (``bench.latency``); 8 live-sync
 latency, commit to destination under a real ``airflow standalone`` (``bench.live``, ~7 minutes); 9 a
 fleet of ``--fleet-n`` pipelines on one Airflow (``bench.fleet``); 10 a long-lived Spark Connect server
-over 201 jobs (``bench.connect_leak``). Scenarios 5 and 7-10 run alone in a child process (they start
+over 201 jobs (``bench.connect_leak``); 11 throughput of a SaaS destination against its documented rate
+limit, whole job (``bench.rate_limit``, ~1 minute). Scenarios 5 and 7-11 run alone in a child process (they start
 their own Airflow and servers); each can also be run by itself with its module's ``--record``.
 
 A scenario that raises is recorded as failed (``{"error": ...}`` in the results, its traceback on
@@ -34,7 +35,7 @@ import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import bench_sinks, bench_widen, connect_leak, data, fleet, latency, live, orchestration
+from bench import bench_sinks, bench_widen, connect_leak, data, fleet, latency, live, orchestration, rate_limit
 from bench.data import Mutation
 from bench.harness import REPO, RESULTS, Goals, job, session, start_consumer, timed
 from bench.references import duckdb_diff, spark_join_diff
@@ -46,7 +47,7 @@ GOALS: Goals = {  # ratio or figure name -> (goal text, predicate); each scenari
     "s2.fast_path_vs_duckdb": ("< 1 (faster than the DuckDB full diff)", lambda r: r < 1),
     "s6.driver_rss_growth": ("flat (<= 1.5x for 10x the rows)", lambda r: r <= 1.5),
     **bench_widen.GOALS, **bench_sinks.GOALS, **orchestration.GOALS, **latency.GOALS, **live.GOALS,
-    **fleet.GOALS, **connect_leak.GOALS,
+    **fleet.GOALS, **connect_leak.GOALS, **rate_limit.GOALS,
 }
 
 
@@ -175,7 +176,7 @@ def alone_scenario(module: str, name: str, *args: str) -> dict:
 
 #: scenario -> (module run alone, output name); scenario 6 runs this harness itself on a cluster
 ALONE = {"5": ("orchestration", "orchestration"), "7": ("latency", "latency"), "8": ("live", "live"),
-         "9": ("fleet", "fleet"), "10": ("connect_leak", "connect_leak")}
+         "9": ("fleet", "fleet"), "10": ("connect_leak", "connect_leak"), "11": ("rate_limit", "rate_limit")}
 
 
 def attempt(results: dict, scenario: str, fn, *args) -> None:
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--scenarios", default="1,2,3,4,5,6,7,8,9,10", type=lambda s: s.split(","))
+    parser.add_argument("--scenarios", default="1,2,3,4,5,6,7,8,9,10,11", type=lambda s: s.split(","))
     parser.add_argument("--fleet-n", type=int, default=20, help="pipelines of scenario 9 (default 20)")
     parser.add_argument("--update", type=float, default=0.01)
     parser.add_argument("--insert", type=float, default=0.005)

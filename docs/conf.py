@@ -14,7 +14,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "docs" / "_ext"))
+sys.path.insert(0, str(REPO / "docs" / "_ext"))  # options_table: the options reference from the code
 
 project = "airflow-reverse-etl"
 author = "the airflow-reverse-etl authors"
@@ -27,7 +27,7 @@ extensions = [
     "options_table",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_ext"]
 root_doc = "index"
 
 # MyST: ``{ref}`` targets for headings down to level 3 (so a page can link to another page's section as
@@ -43,6 +43,8 @@ autodoc_class_signature = "mixed"
 autodoc_typehints = "description"
 autodoc_typehints_description_target = "documented_params"
 autodoc_member_order = "bysource"
+# type aliases named in signatures, linked to where they are documented
+autodoc_type_aliases = {"RejectsCallback": "airflow_reverse_etl.alerts.RejectsCallback"}
 # Airflow's operator metaclass gives every operator a __new__ of its own; the signature that matters is __init__
 autodoc_default_options = {"show-inheritance": True, "exclude-members": "__new__"}
 

@@ -28,6 +28,8 @@ os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
 os.environ.setdefault("AIRFLOW__REVERSE_ETL__JARS_DIR", str(JARS_DIR))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests talk to loopback only
+# The example DAGs import the module beside them (dags/demo_customers.py), as Airflow's DagBag lets them.
+sys.path.insert(0, str(REPO / "dags"))
 # Python workers must import test-only sinks (tests_common.fault_sinks) by reference, like the driver.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -40,6 +42,11 @@ pytest_plugins = [
     "tests_common.services",
     "tests_common.postgres_table",
     "tests_common.http_server",
+    "tests_common.emulators.salesforce",
+    "tests_common.emulators.hubspot",
+    "tests_common.emulators.braze",
+    "tests_common.rest_api",
+    "tests_common.smtp_server",
     "tests_common.spark_submit",
     "tests_common.spark_cluster",
     "tests_common.object_store",

@@ -60,8 +60,10 @@ class ConnectPipeline:
         return self.ok({"job": "diff", "table": f"snapshots/{self.name}", "consumer": "crm"})
 
     def sync_spec(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """The sync delivers in the server's executors (``driver_max_records: 0``), whatever the size:
+        what its users measure is the server's side — its Python workers, its loss mid-delivery."""
         return {"job": "sync", **change_set_fields(changes), "destination": self.destination,
-                "run_id": f"sync-{self.rounds}"}
+                "run_id": f"sync-{self.rounds}", "delivery": {"driver_max_records": 0}}
 
     def round(self, ids: range) -> list[dict[str, Any]]:
         """One logical date end to end (three jobs, the sync's Python workers on the server)."""

@@ -18,12 +18,13 @@ def load_example(file: str, module_name: str) -> ModuleType:
     return module
 
 
-def load_demo(monkeypatch, tmp_path, warehouse: str | None = None) -> ModuleType:
-    """dags/reverse_etl_demo.py with its files under ``tmp_path/demo`` and its lake in ``warehouse``
-    (default ``tmp_path/warehouse``)."""
+def load_demo(monkeypatch, tmp_path, dag_file: str = "reverse_etl_demo.py", *,
+              warehouse: str | None = None) -> ModuleType:
+    """The example DAG file ``dag_file`` (the demo by default) with its files under ``tmp_path/demo``
+    and its lake in ``warehouse`` (default ``tmp_path/warehouse``)."""
     monkeypatch.setenv("ARETL_DEMO_DIR", str(tmp_path / "demo"))
     monkeypatch.setenv("AIRFLOW__REVERSE_ETL__WAREHOUSE", warehouse or str(tmp_path / "warehouse"))
-    return load_example("reverse_etl_demo.py", "reverse_etl_demo_under_test")
+    return load_example(dag_file, f"{dag_file[:-3]}_under_test")
 
 
 def task_xcom(run, task_id: str):  # type: ignore[no-untyped-def]  # a DagRun of dag.test()

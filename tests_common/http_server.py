@@ -159,11 +159,15 @@ class _Gate:
     open: bool = False
 
 
-class _Server(ThreadingHTTPServer):
+class TrackingServer(ThreadingHTTPServer):
+    """A threaded server that knows its open connections (so stopping it can close the keep-alive ones
+    a client still holds) and its ``owner``, whose handlers serve the requests; the SaaS emulators
+    (tests_common/emulators/server.py) are served by it too."""
+
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, addr, handler, owner: "HttpDestination"):
+    def __init__(self, addr, handler, owner: Any):
         self.owner = owner
         self.open_sockets: set[socket.socket] = set()
         self.sockets_lock = threading.Lock()
@@ -182,7 +186,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    server: _Server
+    server: TrackingServer
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -261,7 +265,7 @@ class HttpDestination:
         self._changed = threading.Condition(self._lock)
         self._state = _State()
         self._stopping = threading.Event()
-        self._httpd: _Server | None = None
+        self._httpd: TrackingServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -269,7 +273,7 @@ class HttpDestination:
         if self._httpd is not None:
             return self
         self._stopping.clear()
-        self._httpd = _Server((self._host, self._port), _Handler, self)
+        self._httpd = TrackingServer((self._host, self._port), _Handler, self)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="http-destination", daemon=True
         )

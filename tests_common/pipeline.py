@@ -66,9 +66,9 @@ class Pipeline:
 
 def sync_killed_midway(pipeline: Pipeline, changes: dict[str, Any], destination: dict[str, Any],
                        delivered, total: int, timeout: float = 300, **options: Any) -> dict[str, Any]:
-    """Start the sync, and once the destination holds some but not all rows (``delivered()``),
-    cancel its Spark job — the executors' Python workers are killed mid-batch, as when a task is
-    killed. Returns the failed job result; asserts the kill really happened midway."""
+    """Start the sync delivering in the executors, and once the destination holds some but not all
+    rows (``delivered()``), cancel its Spark job — the executors' Python workers are killed mid-batch,
+    as when a task is killed. Returns the failed job result; asserts the kill really happened midway."""
     import threading
     import time
 
@@ -76,6 +76,8 @@ def sync_killed_midway(pipeline: Pipeline, changes: dict[str, Any], destination:
 
     spark = pipeline.spark
     outcome: dict[str, Any] = {}
+    # the kill cancels Spark jobs: the executors must deliver, whatever the change set's size
+    options["delivery"] = {**options.get("delivery", {}), "driver_max_records": 0}
     spec = {"job": "sync", "warehouse": pipeline.warehouse, **pipeline.spec(changes, destination, **options)}
     thread = threading.Thread(target=lambda: outcome.update(run(spark, spec)), daemon=True)
     thread.start()

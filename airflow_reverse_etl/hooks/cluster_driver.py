@@ -44,6 +44,8 @@ from dataclasses import asdict, dataclass
 from functools import cache
 from typing import Any
 
+from spark_jobs.contract import Warehouse
+
 log = logging.getLogger(__name__)
 
 #: pyspark's runner of a Python driver program, launched by the worker like any JVM main class.
@@ -109,7 +111,7 @@ def driver_bundle(warehouse: str, archive: str) -> str:
     import fsspec
 
     digest, data = _bundle(archive)
-    uri = f"{warehouse.rstrip('/')}/_system/code/aretl-driver-{digest}.jar"
+    uri = Warehouse(warehouse).driver_bundle(digest)
     fs, path = fsspec.core.url_to_fs(uri)
     if not fs.exists(path):
         fs.makedirs(os.path.dirname(path), exist_ok=True)

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
-from airflow.sdk import Asset, AssetAlias
+from airflow.sdk import Asset, AssetAlias, literal
 
+from airflow_reverse_etl.alerts import RejectsCallback, alert_for, check_thresholds, notify, syncs_page_url
 from airflow_reverse_etl.connections import connection_address, destination_settings
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from airflow_reverse_etl.lineage import destination_asset_uri, destination_dataset
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
+from spark_jobs.contract.destinations import TARGET_KEYS
 from spark_jobs.contract import SyncSpec, change_set_fields, resolved_at_run_time
+from spark_jobs.contract.options import SinkTemplate
+from spark_jobs.contract.rest import map_sink_templates
 
 if TYPE_CHECKING:
     from airflow.sdk import Context, XComArg
@@ -46,6 +50,12 @@ class SinkOperator(ReverseEtlJobOperator):
         ``progress_every``).
     :param keep_change_sets: after a successful sync, delete the consumer's change sets of this table
         that it has committed past, but the newest this many.
+    :param on_rejects_callback: Airflow notifiers (``BaseNotifier`` subclasses such as ``SmtpNotifier``
+        or ``SlackNotifier``) or callables of the task context, called after a sync that succeeded with
+        rejects reaching the thresholds below; the context has ``rejects`` (counts, the destination's
+        most frequent reasons, the syncs page's URL, a ready ``message``: :mod:`airflow_reverse_etl.alerts`).
+    :param rejects_threshold: call it when at least this many records were rejected (default 1)...
+    :param rejects_fraction_threshold: ...and, when given, at least this fraction of the records.
 
     Outlet: an Asset alias (:func:`destination_alias`), because the destination's Asset —
     ``postgres://host:port/db/schema/table``, ``kafka://broker/topic``, the HTTP endpoint — is only
@@ -71,14 +81,21 @@ class SinkOperator(ReverseEtlJobOperator):
                  allow_mass_delete: bool = SyncSpec.allow_mass_delete,
                  max_reject_fraction: float | None = SyncSpec.max_reject_fraction, dry_run: bool = SyncSpec.dry_run,
                  delivery: dict[str, Any] | None = None,
-                 keep_change_sets: int = SyncSpec.keep_change_sets, **kwargs: Any) -> None:
+                 keep_change_sets: int = SyncSpec.keep_change_sets,
+                 on_rejects_callback: RejectsCallback | list[RejectsCallback] | None = None,
+                 rejects_threshold: int = 1, rejects_fraction_threshold: float | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.check_static(SyncSpec, destination=destination, mode=mode, field_mapping=field_mapping,
+        check_thresholds(rejects_threshold, rejects_fraction_threshold)
+        marked = map_sink_templates(destination, _marked)  # the sink's own templates are no Airflow ones
+        self.check_static(SyncSpec, destination=marked, mode=mode, field_mapping=field_mapping,
                           constants=constants, max_delete_fraction=max_delete_fraction,
                           allow_mass_delete=allow_mass_delete, max_reject_fraction=max_reject_fraction,
                           dry_run=dry_run, delivery=delivery, keep_change_sets=keep_change_sets)
         self.changes = changes
-        self.destination = destination
+        # Airflow renders the destination's options when the task runs, but not the templates the sink
+        # renders per record (a REST destination's URL, body, headers: {{ key.id }} is no Airflow value)
+        self.destination = map_sink_templates(destination, _literal)
         self.destination_conn_id = destination_conn_id
         self.mode = mode
         self.field_mapping = field_mapping
@@ -93,10 +110,14 @@ class SinkOperator(ReverseEtlJobOperator):
         self.plan_only = dry_run
         self.delivery = delivery
         self.keep_change_sets = keep_change_sets
-        self.outlets = [*self.outlets, destination_alias(destination, destination_conn_id, self.task_id)]
+        callbacks = on_rejects_callback if isinstance(on_rejects_callback, list) else [on_rejects_callback]
+        self.on_rejects_callback = [callback for callback in callbacks if callback is not None]
+        self.rejects_threshold = rejects_threshold
+        self.rejects_fraction_threshold = rejects_fraction_threshold
+        self.outlets = [*self.outlets, destination_alias(marked, destination_conn_id, self.task_id)]
 
     def build_spec(self, context: Context) -> tuple[SyncSpec, dict[str, str]]:
-        destination = dict(self.destination)
+        destination = dict(map_sink_templates(self.destination, _unwrapped))  # when Airflow did not render
         secrets: dict[str, str] = {}
         if self.destination_conn_id:
             settings, secrets = destination_settings(self.destination_conn_id)
@@ -113,6 +134,14 @@ class SinkOperator(ReverseEtlJobOperator):
                       "rate_limit": self.rate_limit, **(self.delivery or {})},
             keep_change_sets=self.keep_change_sets,
         ), secrets
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        result = super().execute(context)
+        if self.on_rejects_callback:
+            alert = alert_for(result, self.rejects_threshold, self.rejects_fraction_threshold, syncs_page_url())
+            if alert is not None:
+                notify(self.on_rejects_callback, context, alert)
+        return result
 
     def destination_address(self) -> tuple[str, str] | None:
         """The destination's OpenLineage (namespace, name), from its options and its connection."""
@@ -155,7 +184,22 @@ def destination_alias(destination: dict[str, Any], conn_id: str | None, task_id:
     the destination is templated."""
     if resolved_at_run_time(destination):
         return AssetAlias(name=f"reverse_etl:sink:{task_id}")
-    target = next((destination[k] for k in ("table", "topic", "path", "endpoint", "url") if destination.get(k)), "")
+    target = next((destination[k] for k in TARGET_KEYS if destination.get(k)), "")
     database = f"{destination['database']}." if destination.get("database") else ""
     via = f"@{conn_id}" if conn_id else ""
     return AssetAlias(name=f"reverse_etl:sink:{destination.get('type')}:{database}{target}{via}")
+
+
+_LITERAL = type(literal(""))
+
+
+def _marked(value: Any) -> Any:
+    return SinkTemplate(value) if isinstance(value, str) else value
+
+
+def _literal(value: Any) -> Any:
+    return literal(value) if isinstance(value, str) else value
+
+
+def _unwrapped(value: Any) -> Any:
+    return value.value if isinstance(value, _LITERAL) else value

@@ -1,98 +1,76 @@
-"""Option tables rendered from the code, so an option is documented in one place: its declaration.
+"""``options-table``: a table of a set of options (a :class:`spark_jobs.contract.options.Options`
+dataclass) — each option's name, type, default and documentation, read from the class itself, so the
+reference cannot drift from what the code checks.
 
-Every set of options is a dataclass declared with ``option(default, check, doc=...)``
-(:mod:`spark_jobs.contract.options`); these directives read the fields and render one table each —
-option, type, default and the ``doc=`` line — where a page used to repeat them by hand::
-
-    ```{options} spark_jobs.contract.destinations.DeliveryPolicy
+    ```{options-table} spark_jobs.contract.rest.RestOptions
     ```
-
-    ```{destination-options}
-    ```
-
-``destination-options`` renders every built-in destination's options
-(:data:`spark_jobs.contract.destinations.BUILT_IN`), one table per sink under its name, so a sink
-added there is on the page without an edit. An option without a ``doc=`` line is a warning, which the
-strict build (``scripts/docs.sh --strict``) turns into an error.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-from importlib import import_module
+import importlib
+import typing
 from typing import Any
 
 from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-from spark_jobs.contract.options import REQUIRED
 
-HEADER = ("option", "type", "default", "meaning")
+def _type(hint: Any) -> str:
+    text = str(hint).replace("typing.", "")
+    for module in ("spark_jobs.contract.rest.", "spark_jobs.contract.destinations."):
+        text = text.replace(module, "")
+    return text.replace("<class '", "").replace("'>", "")
 
 
-def _default(field: dataclasses.Field[Any]) -> str:
+def _default(field: dataclasses.Field[Any]) -> str | None:
+    """The default as Python shows it (None: the option is required)."""
+    if field.default is not dataclasses.MISSING:
+        return repr(field.default)
     if field.default_factory is not dataclasses.MISSING:
-        return json.dumps(field.default_factory())
-    if field.default is REQUIRED:
-        return "required"
-    return json.dumps(field.default)
+        value = field.default_factory()
+        return repr(value.to_dict() if hasattr(value, "to_dict") else value)
+    return None
 
 
-def _row(cells: list[nodes.Node]) -> nodes.row:
+def _cell(text: str, code: bool = False) -> nodes.entry:
+    paragraph = nodes.paragraph()
+    paragraph += nodes.literal(text=text) if code else nodes.Text(text)
+    return nodes.entry("", paragraph)
+
+
+def _row(cells: list[nodes.entry]) -> nodes.row:
     row = nodes.row()
-    for cell in cells:
-        entry = nodes.entry()
-        entry += nodes.paragraph("", "", cell)
-        row += entry
+    row.extend(cells)
     return row
 
 
 class OptionsTable(SphinxDirective):
-    """``options <module.Class>``: the table of one set of options."""
-
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
         module, _, name = self.arguments[0].rpartition(".")
-        return [self.table(getattr(import_module(module), name))]
-
-    def table(self, options: type) -> nodes.table:
-        fields = dataclasses.fields(options)
-        group = nodes.tgroup(cols=len(HEADER))
-        group += [nodes.colspec(colwidth=width) for width in (2, 2, 2, 6)]
+        cls = getattr(importlib.import_module(module), name)
+        hints = typing.get_type_hints(cls)
+        group = nodes.tgroup(cols=4)
+        group.extend(nodes.colspec(colwidth=width) for width in (18, 22, 20, 40))
         head = nodes.thead()
-        head += _row([nodes.Text(title) for title in HEADER])
+        head += _row([_cell(title) for title in ("option", "type", "default", "what it is")])
         body = nodes.tbody()
-        for field in fields:
-            doc = field.metadata.get("doc", "")
-            if not doc:
-                self.reporter.warning(f"{options.__qualname__}.{field.name} has no doc= line", line=self.lineno)
-            body += _row([nodes.literal(text=field.name), nodes.literal(text=str(field.type)),
-                          nodes.literal(text=_default(field)), nodes.Text(doc)])
-        group += [head, body]
+        for field in dataclasses.fields(cls):
+            default = _default(field)
+            body += _row([_cell(field.name, code=True), _cell(_type(hints[field.name]), code=True),
+                          _cell(default, code=True) if default is not None else _cell("required"),
+                          _cell(" ".join(str(field.metadata.get("doc") or "").split()))])
+        group += head
+        group += body
         table = nodes.table(classes=["options-table"])
         table += group
-        return table
-
-
-class DestinationOptions(OptionsTable):
-    """``destination-options``: every built-in destination's options, one table per sink."""
-
-    required_arguments = 0
-
-    def run(self) -> list[nodes.Node]:
-        from spark_jobs.contract.destinations import BUILT_IN
-
-        rendered: list[nodes.Node] = []
-        for sink, options in BUILT_IN.items():
-            rendered += [nodes.rubric("", "", nodes.literal(text=sink), nodes.Text(" destination")),
-                         self.table(options)]
-        return rendered
+        return [table]
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    app.add_directive("options", OptionsTable)
-    app.add_directive("destination-options", DestinationOptions)
-    return {"parallel_read_safe": True, "parallel_write_safe": True}
+    app.add_directive("options-table", OptionsTable)
+    return {"parallel_read_safe": True}

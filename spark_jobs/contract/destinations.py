@@ -16,35 +16,41 @@ The keys every destination carries whatever its sink (:data:`GENERIC_KEYS`: the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, TypeVar
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from spark_jobs.contract.options import (
     Options,
     at_least_one,
     mapping,
     non_negative,
+    non_negative_integer,
     option,
     optional,
     positive,
 )
+from spark_jobs.contract.rest import RestOptions
+from spark_jobs.contract.saas import BrazeOptions, HubSpotOptions, SalesforceOptions
+from spark_jobs.contract.sink_options import GENERIC_KEYS as GENERIC_KEYS, SinkOptions as SinkOptions
 
-#: Keys of a destination that belong to every sink: the sink's name, and the connection settings
-#: ``SinkOperator`` adds from ``destination_conn_id`` (read by :class:`~spark_jobs.sinks.base.SinkConfig`).
-GENERIC_KEYS: dict[str, str] = {
-    "type": "the sink: a registered name or module:Class",
-    "connection": "public fields of the destination's Airflow connection (host, port, login, schema)",
-    "secrets_env": "the environment variables that hold the connection's password and extras",
-}
+#: The options that name where a destination writes, the first given wins: how labels, run history
+#: rows and Asset aliases name a destination.
+TARGET_KEYS = ("table", "topic", "path", "endpoint", "url", "base_url", "object", "object_type")
+#: The default of ``delivery.driver_max_records``: below it a sync delivers from its driver. Measured
+#: (bench/README.md, "Driver-side delivery"): PLACEHOLDER.
+DRIVER_MAX_RECORDS = 1000
 #: The batch size of a sink that declares none (:class:`~spark_jobs.sinks.base.SinkCapabilities`).
 DEFAULT_BATCH_SIZE = 500
-SO = TypeVar("SO", bound="SinkOptions")
 
 
 @dataclass(frozen=True, kw_only=True)
 class DeliveryPolicy(Options):
-    """How a sync delivers: batches, retries, concurrency, rate (the ``delivery`` of a sync spec).
-    ``batch_size`` None means the sink's own; the sync resolves it and splits a ``rate_limit`` over
-    the partitions that run at once before handing the policy to the executors."""
+    """How a sync delivers: batches, retries, concurrency, limits, and where (the ``delivery`` of a
+    sync spec). ``batch_size`` None means the sink's own; the sync resolves it, fixes how many
+    partitions deliver and divides the sync-wide limits (``rate_limit``, ``requests_per_second``,
+    ``max_in_flight``) among them before handing the policy to the executors — or delivers from the
+    driver, alone, when the change set holds at most ``driver_max_records`` records
+    (:mod:`spark_jobs.jobs.delivery`)."""
 
     batch_size: int | None = option(None, optional(at_least_one), doc="records per batch (default: the sink's own)")
     max_attempts: int = option(6, at_least_one, doc="tries of a batch before its records are rejected")
@@ -54,6 +60,16 @@ class DeliveryPolicy(Options):
     concurrency: int = option(1, at_least_one, doc="batches in flight at once inside one partition")
     rate_limit: float | None = option(None, optional(positive),
                                       doc="records per second for the sync (per partition once resolved)")
+    requests_per_second: float | None = option(
+        None, optional(positive), doc="requests per second to the destination for the sync, retries included "
+                                      "(per partition once resolved)")
+    max_in_flight: int | None = option(
+        None, optional(at_least_one), doc="requests in flight at once for the sync: caps the delivering "
+                                          "partitions and their concurrency")
+    driver_max_records: int = option(
+        DRIVER_MAX_RECORDS, non_negative_integer,
+        doc="change sets of at most this many records (resends included) are delivered from the job's driver, "
+            "without a Spark job of their own; larger ones from the executors. 0: always the executors")
 
     @classmethod
     def static_where(cls) -> str:
@@ -67,22 +83,6 @@ class DeliveryPolicy(Options):
 
 def delivery_policy(value: Any) -> DeliveryPolicy:
     return value if isinstance(value, DeliveryPolicy) else DeliveryPolicy.from_dict(mapping(value))
-
-
-@dataclass(frozen=True, kw_only=True)
-class SinkOptions(Options):
-    """Base of every sink's options; a subclass declares one field per option (its type checks it)."""
-
-    @classmethod
-    def parse(cls: type[SO], destination: Mapping[str, Any], sink: str) -> SO:
-        """The destination's options as an instance of ``cls`` (the :data:`GENERIC_KEYS` set aside);
-        :class:`~spark_jobs.errors.ConfigError` naming the first unknown, missing or refused option."""
-        own = {k: v for k, v in destination.items() if k not in GENERIC_KEYS}
-        return cls.from_dict(own, f"The {sink} destination")
-
-    @classmethod
-    def static_where(cls) -> str:
-        return "The destination"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,7 +143,8 @@ class DeltaOptions(SchemaEvolutionOptions):
 #: The options of each built-in sink, by the name it is registered under (setup.cfg's entry points).
 BUILT_IN: dict[str, type[SinkOptions]] = {
     "sqlite": SqliteOptions, "postgres": PostgresOptions, "http": HttpOptions, "kafka": KafkaOptions,
-    "delta": DeltaOptions,
+    "delta": DeltaOptions, "rest": RestOptions, "salesforce": SalesforceOptions, "hubspot": HubSpotOptions,
+    "braze": BrazeOptions,
 }
 
 
@@ -155,3 +156,13 @@ def destination(value: Any) -> dict[str, Any]:
     if isinstance(sink, str) and sink in BUILT_IN:
         BUILT_IN[sink].parse(given, sink)
     return given
+
+
+def destination_label(destination: dict[str, Any]) -> str:
+    """A human name for the destination (``postgres:public.customers``), safe to log and store: a
+    URL loses any user:password part."""
+    target = next((destination[k] for k in TARGET_KEYS if destination.get(k)), "")
+    if "://" in str(target):
+        parts = urlsplit(str(target))
+        target = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return f"{destination.get('type')}:{target}" if target else str(destination.get("type"))

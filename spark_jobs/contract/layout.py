@@ -12,6 +12,8 @@ Layout under one warehouse root (a local directory or any Hadoop URI such as ``s
     _system/jobs/<stamp>-<job>-<id>  the spec and result JSON of each job run
     _system/wide_index/<wide>/<src>  a wide table's reverse index of one left join
     _system/watchers/<table>.json    a live watcher's outstanding claim
+    _system/code/<bundle>            cluster-mode driver bundles, one per content
+    _system/storage/<probe>.json     what a probe of the warehouse's store found (conditional writes)
 
 This module is the one place those paths are spelt (``tests/project/test_layout.py`` fails on a path
 literal anywhere else in the two packages): everything else asks :class:`Warehouse` or the ``*_rel``
@@ -117,6 +119,14 @@ class Warehouse:
     def watcher_claim(self, table_rel: str) -> str:
         """The claim file of the live watcher feeding the snapshot table ``table_rel``."""
         return self.system(f"watchers/{table_rel}.json")
+
+    def driver_bundle(self, digest: str) -> str:
+        """The cluster-mode driver bundle of content ``digest`` (one per content, shared by every run)."""
+        return self.system(f"code/aretl-driver-{digest}.jar")
+
+    def storage_probe(self, probe: str) -> str:
+        """The file keeping what the probe ``probe`` of the warehouse's store found."""
+        return self.system(f"storage/{probe}.json")
 
     def changes(self, consumer: str, table_rel: str, from_version: int | None, to_version: int) -> str:
         start = "full" if from_version is None else f"v{from_version}"

@@ -142,6 +142,12 @@ def positive(value: Any) -> float:
     return float(value)
 
 
+def non_negative_integer(value: Any) -> int:
+    if integer(value) < 0:
+        raise Invalid("an integer >= 0")
+    return integer(value)
+
+
 def at_least_one(value: Any) -> int:
     if integer(value) < 1:
         raise Invalid("an integer >= 1")
@@ -246,9 +252,16 @@ def check_for(hint: Any) -> Check:
     return instance_of(origin or hint)
 
 
+class SinkTemplate(str):
+    """A template a sink renders per record (a REST destination's URL, body, header), not one Airflow
+    renders when the task runs: its ``{{ … }}`` does not make an argument unknown at DAG parse time."""
+
+
 def resolved_at_run_time(value: Any) -> bool:
     """Whether an operator argument is only known when the task runs: it is (or holds) a Jinja
     template, or an object Airflow resolves then (an upstream task's output, an ``XComArg``)."""
+    if isinstance(value, SinkTemplate):
+        return False
     if isinstance(value, str):
         return "{{" in value or "{%" in value
     if isinstance(value, dict):

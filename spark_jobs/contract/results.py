@@ -82,6 +82,9 @@ class SyncResult(JobResult):
     plan: Ref | None = omitted_when_none()  # dry runs: where the operations were written
     stats: dict[str, Any]
     delivery_s: float | None = omitted_when_none()  # wall time of the delivery itself
+    delivered_from: str | None = omitted_when_none()  # "driver" (a small change set) or "executors"
+    # the destination's most frequent reasons for refusing records, values taken out: [{reason, count}]
+    reject_reasons: list[dict[str, Any]] | None = omitted_when_none()
     outputs: list[Ref]
     run: dict[str, Any] | None = omitted_when_none()  # the run history row's outcome
 

@@ -34,13 +34,14 @@ import uuid
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
+from spark_jobs.contract.layout import Warehouse
 from spark_jobs.errors import ConfigError
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
 
-#: Where the store's answer is kept, relative to the warehouse.
-MARKER = "_system/storage/conditional-writes.json"
+#: The probe's name: its answer is kept in the warehouse (:meth:`Warehouse.storage_probe`).
+PROBE = "conditional-writes"
 #: Warehouse schemes that are S3: the ones whose commits rely on conditional writes.
 S3_SCHEMES = ("s3://", "s3a://")
 
@@ -59,7 +60,7 @@ def require_conditional_writes(warehouse: str | None) -> None:
             return
         import fsspec
 
-        fs, path = fsspec.core.url_to_fs(f"{root}/{MARKER}")
+        fs, path = fsspec.core.url_to_fs(Warehouse(root).storage_probe(PROBE))
         if not fs.exists(path):
             _probe(fs, posixpath.dirname(path), root)
             fs.pipe_file(path, json.dumps({"conditional_writes": True,

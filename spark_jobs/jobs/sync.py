@@ -11,10 +11,14 @@ update     not sent                       update (missing key: no-op)   not sent
 mirror     upsert                         upsert                        delete
 =========  =============================  ============================  ==========
 
-Delivery runs in the executors (``mapInArrow``: the rows reach Python as Arrow batches) under the
-shared core. Its outcome rows are materialized once (a local checkpoint in the executors), so the
-destination is written exactly once per sync (Spark task retries aside, which the idempotent sinks
-absorb) and only per-partition stats come back to the driver.
+Delivery runs under the shared core (:mod:`spark_jobs.jobs.delivery`). A change set of at most
+``delivery.driver_max_records`` records (resends included; the plan knows the count before anything
+is read) is delivered from the job's driver: its rows read once as Arrow, sent with the executors'
+own code, no Spark job of its own. A larger one is delivered in the executors (``mapInArrow``: the
+rows reach Python as Arrow batches); its outcome rows are materialized once (a local checkpoint in
+the executors), so the destination is written exactly once per sync (Spark task retries aside,
+which the idempotent sinks absorb) and only per-partition stats come back to the driver. Either
+way the same ledger, retries, limits and commit follow.
 Destinations Spark writes itself (:class:`~spark_jobs.sinks.base.FrameSink`: Delta, Parquet) get the
 whole operations frame on the driver instead and apply it in one Spark action.
 Only when every partition finished is the consumer's committed version moved to the change set's
@@ -36,30 +40,28 @@ Around delivery:
 
 from __future__ import annotations
 
-import json
-import re
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
-from urllib.parse import urlsplit, urlunsplit
 
-from spark_jobs import crashpoints, errors, progress
+from spark_jobs import crashpoints, progress
 from spark_jobs.state import consumers, rejects, runs
 from spark_jobs.state.pruning import prune_change_sets
 from spark_jobs.delta.columns import SYNC_COLUMNS, data_columns
 from spark_jobs.delta.change_sets import COUNTED
-from spark_jobs.errors import AlreadyCommittedError, ConfigError, DestinationError, JobError, StaleCommitError
+from spark_jobs.errors import AlreadyCommittedError, ConfigError, DestinationError, StaleCommitError
+from spark_jobs.contract.destinations import destination_label
 from spark_jobs.contract import SyncResult, SyncSpec, Warehouse, table_ref
 from spark_jobs.env_secrets import read_secrets
 from spark_jobs.delta.lake import commit_metadata, latest_version, require_intact, table_history
 from spark_jobs.sinks import resolve_sink
 from spark_jobs.sinks.base import FrameSink, Sink, SinkConfig
-from spark_jobs.sinks.batch import with_json
-from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.contract.layout import plan_rel
-from spark_jobs.sinks.core import OUTCOME_DDL, Stats, deliver_partition
+from spark_jobs.jobs import delivery
+from spark_jobs.jobs.delivery import Delivery
+from spark_jobs.sinks.core import Stats
 from spark_jobs.delta.row_hash import read_table
 from spark_jobs.state.consumers import Position
 
@@ -101,41 +103,6 @@ def apply_mapping(ops: DataFrame, spec: SyncSpec) -> tuple[DataFrame, list[str],
     return frame, [mapping[k] for k in spec.primary_key], [*mapping.values(), *spec.constants]
 
 
-def destination_label(destination: dict[str, Any]) -> str:
-    """A human name for the destination (``postgres:public.customers``), safe to log and store: a
-    URL loses any user:password part."""
-    target = next((destination[k] for k in ("table", "topic", "path", "endpoint", "url") if destination.get(k)), "")
-    if "://" in str(target):
-        parts = urlsplit(str(target))
-        target = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-    return f"{destination.get('type')}:{target}"
-
-
-def _delivery_policy(spec: SyncSpec, sink_cls: type[Sink], running_at_once: Callable[[], int]) -> DeliveryPolicy:
-    """The spec's ``delivery`` (checked with the spec) resolved against the sink: its batch size
-    when none is given, at most its concurrency, and a sync-wide ``rate_limit`` split over the
-    partitions that run at once (``running_at_once``, asked only then: it runs Spark jobs)."""
-    policy = spec.delivery
-    concurrency = min(policy.concurrency, sink_cls.max_concurrency or policy.concurrency)
-    rate_limit = policy.rate_limit / max(1, running_at_once()) if policy.rate_limit else None
-    return replace(policy, batch_size=policy.batch_size or sink_cls.batch_size, concurrency=concurrency,
-                   rate_limit=rate_limit)
-
-
-def _partitions_running_at_once(spark: SparkSession, frame: DataFrame) -> int:
-    """min(the frame's partitions, the cluster's default parallelism), found with the DataFrame API
-    alone (no RDD, no SparkContext: the same code runs over Spark Connect). A ``range`` without a
-    partition count gets the default parallelism, as ``SparkContext.defaultParallelism`` reports it."""
-    from pyspark.sql import functions as F
-
-    def partitions(df: DataFrame) -> int:
-        # projected first: Spark refuses a non-deterministic expression inside an aggregate
-        ids = df.select(F.spark_partition_id().alias("_partition"))
-        return int(ids.agg(F.max("_partition")).collect()[0][0] or 0) + 1
-
-    return min(partitions(frame), partitions(spark.range(0, 1 << 16)))
-
-
 def _with_resends(spark: SparkSession, wh: Warehouse, spec: SyncSpec, ops: DataFrame, key: list[str],
                   mode: str) -> tuple[DataFrame, DataFrame | None, DataFrame | None]:
     """The change set plus the ledger's rows to send again: (operations, ledger, resends), the last
@@ -170,59 +137,6 @@ def _planned(frame: DataFrame, spec: SyncSpec, changes_version: int) -> dict[str
         if op and rows:
             planned[op] = planned.get(op, 0) + rows
     return planned
-
-
-#: How Python's traceback ends with one of our errors: ``spark_jobs.errors.<Class>: <message>``.
-_JOB_ERROR_LINE = re.compile(r"spark_jobs\.errors\.(\w+): ([^\n]+)")
-
-
-def _executor_job_error(exc: Exception) -> JobError | None:
-    """A JobError a sink raised on an executor, raised again on the driver so the task fails with the
-    sink's own type and explanation (the destination, the cause); None for any other failure.
-
-    Spark gives no better handle than text for it (checked against pyspark 4.2): the executor's
-    Python worker sends the JVM only its formatted traceback, so the driver gets a stage failure
-    whose cause is Spark's ``PythonException`` — the same error condition for every Python error, no
-    exception object, in a classic session and over Spark Connect alike — and pyspark itself reads
-    that text back to show the traceback (``recover_python_exception``). So the last traceback line
-    naming a class of :mod:`spark_jobs.errors` is read, and the class is taken only if it is a JobError."""
-    found = _JOB_ERROR_LINE.findall(str(exc))
-    if not found:
-        return None
-    name, message = found[-1]
-    error_cls = getattr(errors, name, None)
-    if not (isinstance(error_cls, type) and issubclass(error_cls, JobError)):
-        return None
-    error = error_cls(message.strip())
-    error.__cause__ = exc
-    return error
-
-
-def _deliver_in_executors(frame: DataFrame, sink_cls: type[Sink], config: SinkConfig, key_fields: list[str],
-                          policy: DeliveryPolicy) -> tuple[Stats, DataFrame]:
-    """Run the sink over every partition; return (stats, refused records).
-
-    The outcome rows are materialized once by an eager local checkpoint (kept in the executors, no
-    scratch files to clean up), so the destination is written exactly once however often the
-    outcomes are read afterwards; only the per-partition stats rows are collected."""
-    from pyspark.sql import functions as F
-
-    if sink_cls.max_parallelism:
-        frame = frame.coalesce(sink_cls.max_parallelism)
-    if sink_cls.wants_json:
-        frame = with_json(frame, key_fields, config.fields)
-    deliver = partial(deliver_partition, make_sink=partial(sink_cls, config), policy=policy,
-                      key_fields=key_fields, fields=config.fields)
-    try:
-        outcomes = frame.mapInArrow(deliver, OUTCOME_DDL).localCheckpoint(eager=True)
-    except Exception as exc:
-        raise (_executor_job_error(exc) or exc) from exc
-
-    stats = Stats()
-    for row in outcomes.where(F.col("kind") == "stats").select("stats").collect():  # one per partition
-        stats.add(json.loads(row["stats"]))
-    refused = outcomes.where(F.col("kind") == "reject").select("key", "op", "change", "error", "attempts")
-    return stats, refused
 
 
 def run_sync(spark: SparkSession, spec: SyncSpec) -> SyncResult:
@@ -330,7 +244,8 @@ def _prepare(run: _SyncRun, changes_version: int) -> _Prepared:
     schema = {f.name: f.dataType.simpleString() for f in frame.schema.fields if f.name not in SYNC_COLUMNS}
     config = SinkConfig(destination=destination, key_fields=key_fields, fields=fields, mode=spec.mode,
                         secrets=read_secrets(destination.get("secrets_env"), "destination"),
-                        delivered_version=spec.from_version)
+                        delivered_version=spec.from_version, table=spec.table, consumer=spec.consumer,
+                        to_version=spec.to_version)
     sink = run.sink_cls(config)
     run.planned = _planned(frame, spec, changes_version) if resend is None else _counted(frame)
     run.resent = 0 if resend is None else resend.count()
@@ -366,14 +281,17 @@ def _deliver_and_commit(run: _SyncRun, prepared: _Prepared) -> SyncResult:
     sink.prepare(prepared.schema)
     if spec.mode == "mirror" and run.planned.get("delete"):
         _guard_mass_delete(spark, spec.lake, sink, run.planned["delete"], spec)
-    policy = _delivery_policy(spec, run.sink_cls, partial(_partitions_running_at_once, spark, prepared.frame))
+    records = None if isinstance(sink, FrameSink) else sum(run.planned.values())
+    resolved = delivery.resolve(sink.limits(spec.delivery), run.sink_cls,
+                                partial(delivery.partitions_running_at_once, spark, prepared.frame), records)
     delivery_started = time.monotonic()
     with progress.reporting(spark, f"sink {spec.table} -> {run.label}", sum(run.planned.values()),
-                            policy.progress_every):
+                            resolved.policy.progress_every):
         if any(run.planned.values()) or prepared.ledger is not None:
-            stats, refused = _deliver(spark, sink, prepared.frame, prepared.config, prepared.key_fields, policy)
+            stats, refused, where = _deliver(spark, sink, prepared.frame, prepared.config, prepared.key_fields,
+                                             resolved)
         else:  # an empty change set and no resends: nothing to read, no Spark job
-            stats, refused = Stats(), _no_refusals(spark)
+            stats, refused, where = Stats(), _no_refusals(spark), None
     # delivery_s: wall time of the delivery itself (reading the operations, sending, acknowledgements),
     # without the planning, ledger, commit and run history around it.
     delivery_s = round(time.monotonic() - delivery_started, 3)
@@ -381,11 +299,34 @@ def _deliver_and_commit(run: _SyncRun, prepared: _Prepared) -> SyncResult:
     crashpoints.reached("sink.delivered")
     if prepared.ledger is not None or stats.rejected:
         _settle_ledger(run, prepared, refused)
+    reasons = top_reasons(refused) if stats.rejected else None
     crashpoints.reached("sink.ledger_settled")
     if expected is not None:
-        _commit(run, expected, prepared, sink, policy)
+        _commit(run, expected, prepared, sink, resolved)
     return prepared.result(committed=run.committed, stats=run.stats, delivery_s=delivery_s,
+                           delivered_from=where, reject_reasons=reasons,
                            outputs=[{"name": run.label, "uri": None, "version": None}])
+
+
+#: What makes two refusals of one kind read differently — a quoted value, an address, a number (an
+#: HTTP status aside) — replaced, so that their reasons group and the group's text holds no record's data.
+_RECORD_VALUES = ((r"'[^']*'", "'…'"), (r'"[^"]*"', '"…"'), (r"[^\s@]+@[^\s@]+", "…@…"),
+                  (r"(?<!HTTP )\b\d+(\.\d+)?\b", "N"))
+#: Reasons a sync result lists (the most frequent first).
+TOP_REASONS = 5
+
+
+def top_reasons(refused: DataFrame) -> list[dict[str, Any]]:
+    """The most frequent reasons the destination gave, grouped with the records' values taken out
+    (:data:`_RECORD_VALUES`): ``[{"reason": "HTTP 422: email '…' is not a valid address", "count": 40}]``.
+    One aggregation in Spark; only :data:`TOP_REASONS` rows reach the driver."""
+    from pyspark.sql import functions as F
+
+    reason = F.col("error")
+    for pattern, replacement in _RECORD_VALUES:
+        reason = F.regexp_replace(reason, pattern, replacement)
+    grouped = refused.groupBy(reason.alias("reason")).count().orderBy(F.desc("count"), "reason")
+    return [{"reason": row["reason"], "count": int(row["count"])} for row in grouped.limit(TOP_REASONS).collect()]
 
 
 def _settle_ledger(run: _SyncRun, prepared: _Prepared, refused: DataFrame) -> None:
@@ -400,7 +341,7 @@ def _settle_ledger(run: _SyncRun, prepared: _Prepared, refused: DataFrame) -> No
                    refused)
 
 
-def _commit(run: _SyncRun, expected: Position, prepared: _Prepared, sink: Sink, policy: DeliveryPolicy) -> None:
+def _commit(run: _SyncRun, expected: Position, prepared: _Prepared, sink: Sink, policy: Delivery) -> None:
     """Move the consumer to the target version (compare-and-set on ``expected``), then prune its
     consumed change sets. A sync that lost the commit to one running at the same time puts back
     what it overwrote and fails."""
@@ -430,28 +371,34 @@ def _finish(run: _SyncRun, result: SyncResult) -> SyncResult:
         raise DestinationError(
             f"{rejected} of {total} records ({rejected / total:.1%}) were rejected by {run.label}, {limit}. "
             f"The {result.stats['sent']} delivered records are committed (version {run.spec.to_version}); the "
-            "rejected ones are in _system/rejects with their errors and will be sent again on the next run."
+            "rejected ones are in _system/rejects with their errors and will be sent again on the next run. "
+            "Most frequent reasons: " + "; ".join(f"{r['reason']} ({r['count']})" for r in result.reject_reasons or [])
         )
     return result
 
 
 def _deliver(spark: SparkSession, sink: Sink, frame: DataFrame, config: SinkConfig, key_fields: list[str],
-             policy: DeliveryPolicy) -> tuple[Stats, DataFrame]:
-    """Send ``frame`` through the sink; return (stats, refused records)."""
+             policy: Delivery) -> tuple[Stats, DataFrame, str | None]:
+    """Send ``frame`` through the sink — from the driver when the policy says so and the frame is
+    as small as planned, else from the executors; return (stats, refused records, where it ran)."""
     if isinstance(sink, FrameSink):
         stats = Stats()
         stats.add(sink.write_frame(spark, frame.drop("_key")))
-        return stats, _no_refusals(spark)
-    return _deliver_in_executors(frame, type(sink), config, key_fields, policy)
+        return stats, _no_refusals(spark), "executors"  # one Spark write
+    delivered = delivery.on_driver(spark, frame, type(sink), config, key_fields, policy) if policy.on_driver \
+        else None
+    if delivered is not None:
+        return (*delivered, "driver")
+    return (*delivery.in_executors(frame, type(sink), config, key_fields, policy), "executors")
 
 
 def _no_refusals(spark: SparkSession) -> DataFrame:
-    return spark.createDataFrame([], "key STRING, op STRING, change STRING, error STRING, attempts INT")
+    return spark.createDataFrame([], delivery.REFUSED_DDL)
 
 
 def _restore_committed_rows(spark: SparkSession, wh: Warehouse, spec: SyncSpec, ops: DataFrame, sink: Sink,
                             config: SinkConfig,
-                            policy: DeliveryPolicy) -> str:
+                            policy: Delivery) -> str:
     """This sync delivered, then lost its commit to a sync of the same consumer that ran at the same
     time (both passed the position check before either committed). Its rows may have overwritten the
     winner's newer ones, and the next sync starts from the winner's version, so they would stay
@@ -468,7 +415,7 @@ def _restore_committed_rows(spark: SparkSession, wh: Warehouse, spec: SyncSpec, 
     sent = ops.select(F.col("_key").alias("key"), F.col("_change").alias("change")).distinct()
     resend = rejects.resend_frame(sent, snapshot, key, columns, RESEND_OPERATION[mode], mode == "mirror")
     frame, key_fields, _ = apply_mapping(resend, spec)
-    stats, _ = _deliver(spark, sink, frame, config, key_fields, policy)
+    stats, _, _ = _deliver(spark, sink, frame, config, key_fields, policy)
     return (f"Its {stats.sent} row(s) were sent again as they are at version {now.version}, so the "
             "destination matches the committed version.")
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from spark_jobs.errors import ConfigError, DestinationError, RetryableError
 from spark_jobs.sinks.batch import ChangeBatch, ChangeRecord
-from spark_jobs.contract.destinations import SinkOptions
+from spark_jobs.contract.destinations import DeliveryPolicy, SinkOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -45,9 +45,11 @@ class Rejected:
 
 @dataclass(frozen=True)
 class Retry:
-    """The destination could not take this record now; send it again after a backoff."""
+    """The destination could not take this record now; send it again after a backoff (at least
+    ``retry_after`` seconds when the destination said how long to wait)."""
 
     reason: str
+    retry_after: float | None = None
 
 
 Outcome = Rejected | Retry | None
@@ -67,6 +69,11 @@ class SinkConfig:
     #: The version this consumer delivered last, when the change set holds only what changed since
     #: (None: it holds the whole version — a first sync or a full resync).
     delivered_version: int | None = None
+    #: The sync this delivery belongs to: the snapshot table, the consumer and the version the change
+    #: set brings the destination to (what an idempotency key is derived from).
+    table: str = ""
+    consumer: str = ""
+    to_version: int | None = None
 
     def check_may_create(self, what: str) -> None:
         """Refuse to create the missing destination ``what`` from a change set that is not the whole
@@ -120,6 +127,9 @@ class SinkCapabilities:
     wants_json: bool = False
     #: The destination can remove a key; without it a mirror sync (which sends deletes) is refused.
     supports_delete: bool = True
+    #: The sink sends several requests per batch and calls :meth:`Sink.pace_request` before each (a
+    #: REST destination); otherwise the core paces each attempt at a batch as one request.
+    paces_requests: bool = False
 
 
 CAPABILITY_NAMES = tuple(f.name for f in fields(SinkCapabilities))
@@ -149,6 +159,10 @@ class Sink:
     max_parallelism: ClassVar[int | None]
     wants_json: ClassVar[bool]
     supports_delete: ClassVar[bool]
+    paces_requests: ClassVar[bool]
+    #: The sync's ``requests_per_second`` share of this sink's partition (set by the delivery core on
+    #: each sink it opens, shared by the partition's threads; None: no limit).
+    request_pacer: Callable[[], None] | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -184,7 +198,18 @@ class Sink:
         """Rows currently at the destination, for mirror mode's delete guard (None: unknown)."""
         return None
 
+    def limits(self, policy: DeliveryPolicy) -> DeliveryPolicy:
+        """The sync's delivery policy with the limits this destination documents filled in where the
+        sync set none — a SaaS API's requests per second for the plan its options name. The sync then
+        keeps them across executors like any limit it is given."""
+        return policy
+
     # --- executor side -----------------------------------------------------------------------
+    def pace_request(self) -> None:
+        """Wait until the sync's requests-per-second limit allows one more request to the destination."""
+        if self.request_pacer is not None:
+            self.request_pacer()
+
     def open(self) -> None:
         """Connect. Called once per partition on the executor."""
 

@@ -81,7 +81,8 @@ class Stats:
 
 
 class RateLimiter:
-    """Token bucket shared by a partition's threads: on average at most ``rate`` records per second.
+    """Token bucket shared by a partition's threads: on average at most ``rate`` records (or requests)
+    per second.
 
     The bucket starts empty and holds at most one second's worth, so the limit holds from the first
     batch and an idle spell does not buy a burst bigger than that."""
@@ -102,6 +103,9 @@ class RateLimiter:
             wait = -self.tokens / self.rate if self.tokens < 0 else 0.0
         if wait:
             time.sleep(wait)
+
+    def one(self) -> None:
+        self.acquire(1)
 
 
 class _PendingRecords(RetryableError):
@@ -180,6 +184,8 @@ class _BatchDelivery:
     def _attempt(self) -> None:
         self.attempts += 1
         pending = self.pending
+        if not self.sink.capabilities.paces_requests:
+            self.sink.pace_request()  # one attempt, one request
         outcomes = self.sink.write_batch(pending)
         if len(outcomes) != len(pending):
             raise DestinationError(
@@ -192,7 +198,8 @@ class _BatchDelivery:
         again = [i for i, outcome in enumerate(outcomes) if not self._settled(i, outcome)]
         self.pending = pending.take(again)
         if again:
-            raise _PendingRecords(f"{len(again)} record(s) to retry")
+            waits = [w for i in again if (w := getattr(outcomes[i], "retry_after", None)) is not None]
+            raise _PendingRecords(f"{len(again)} record(s) to retry", retry_after=max(waits) if waits else None)
 
     def _settled(self, i: int, outcome: Outcome) -> bool:
         """Count or reject pending record ``i`` by its outcome; False: it is to be sent again."""
@@ -252,6 +259,8 @@ class _Lanes:
     def __init__(self, make_sink: Callable[[], Sink], policy: DeliveryPolicy):
         self.make_sink = make_sink
         self.policy = policy
+        #: the partition's share of the sync's requests per second, one bucket for all its threads
+        self.pacer = RateLimiter(policy.requests_per_second).one if policy.requests_per_second else None
         self.local = threading.local()
         self.opened: list[tuple[Sink, Stats]] = []
         self.lock = threading.Lock()
@@ -260,6 +269,7 @@ class _Lanes:
         lane = getattr(self.local, "lane", None)
         if lane is None:
             sink = self.make_sink()
+            sink.request_pacer = self.pacer
             lane = (sink, Stats())
             with self.lock:
                 self.opened.append(lane)

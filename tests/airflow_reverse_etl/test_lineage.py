@@ -67,6 +67,12 @@ def test_sink_destinations_are_datasets_named_like_openlineage_without_credentia
     monkeypatch.setenv("AIRFLOW_CONN_API", json.dumps({
         "conn_type": "reverse_etl_http", "host": "api.example.com", "schema": "https", "port": 8443,
         "login": "u", "password": "http-secret"}))
+    monkeypatch.setenv("AIRFLOW_CONN_SF", json.dumps({
+        "conn_type": "salesforce", "extra": {"consumer_key": "ck", "consumer_secret": "sf-secret",
+                                             "instance_url": "https://acme.my.salesforce.com"}}))
+    monkeypatch.setenv("AIRFLOW_CONN_HS", json.dumps({"conn_type": "reverse_etl_hubspot", "password": "hs-secret"}))
+    monkeypatch.setenv("AIRFLOW_CONN_BZ", json.dumps({"conn_type": "reverse_etl_braze", "password": "bz-secret",
+                                                      "host": "https://rest.fra-01.braze.eu"}))
     changes = {"changes": "changes/crm/snapshots/c/v1-v2", "changes_uri": "/wh/changes/crm/snapshots/c/v1-v2",
                "table": "snapshots/c", "consumer": "crm", "primary_key": ["id"], "to_version": 2}
 
@@ -81,13 +87,19 @@ def test_sink_destinations_are_datasets_named_like_openlineage_without_credentia
         ("kafka://b1:9092", "customers"): sink({"type": "kafka", "topic": "customers"}, "events"),
         ("https://api.example.com:8443", "/v1/contacts"): sink({"type": "http", "endpoint": "v1/contacts"}, "api"),
         ("https://hooks.example.com", "/in"): sink({"type": "http", "url": "https://user:hook-pass@hooks.example.com/in?token=tok-secret"}),
+        ("salesforce://acme.my.salesforce.com", "Contact"): sink(
+            {"type": "salesforce", "object": "Contact", "external_id_field": "Customer_Id__c"}, "sf"),
+        ("hubspot://api.hubapi.com", "companies"): sink(
+            {"type": "hubspot", "object_type": "companies", "id_property": "domain"}, "hs"),
+        ("braze://rest.fra-01.braze.eu", "users"): sink({"type": "braze"}, "bz"),
     }
     for expected, op in cases.items():
         # a failed run (no result yet) still names what it read and meant to write
         lineage = op.get_openlineage_facets_on_failure(task_instance=None)
         assert [(d.namespace, d.name) for d in lineage.outputs] == [expected]
         assert [(d.namespace, d.name) for d in lineage.inputs] == [("file", changes["changes_uri"])]
-        secrets = ("pg-secret", "sasl-secret", "http-secret", "hook-pass", "tok-secret")
+        secrets = ("pg-secret", "sasl-secret", "http-secret", "hook-pass", "tok-secret", "sf-secret", "hs-secret",
+                   "bz-secret")
         assert not any(secret in repr(lineage) for secret in secrets)
 
 

@@ -101,7 +101,8 @@ def test_a_sync_re_run_at_once_after_a_kill_mid_delivery(spark, warehouse, tmp_p
     changes = p.step(rows)
     base = http_destination.base_url
     spec = {"job": "sync", "warehouse": warehouse,
-            **p.spec(changes, {"type": "http", "url": f"{base}/killed"}, delivery={"batch_size": 1})}
+            **p.spec(changes, {"type": "http", "url": f"{base}/killed"},
+                     delivery={"batch_size": 1, "driver_max_records": 0})}  # above the threshold: executors send
     connect_url = request.getfixturevalue("spark_connect_server").url if mode == "spark_connect" else None
     dead_at = killed_when(spec, tmp_path, lambda: http_destination.request_count >= 5, connect_url)
     again = rerun(spark, {**spec, "destination": {"type": "http", "url": f"{base}/rerun"}})

@@ -1,4 +1,5 @@
-"""The distributed path: the demo DAG, unchanged, on a real Spark standalone cluster.
+"""The distributed path: the demo DAG, unchanged but for its sync delivering above the driver-side
+threshold, on a real Spark standalone cluster.
 
 A master and one worker run on 127.0.0.1 (``scripts/services/spark_cluster.sh``). The only differences
 from a local run are the ``spark_default`` connection (``AIRFLOW_CONN_SPARK_DEFAULT``) and the client's
@@ -27,12 +28,13 @@ from pathlib import Path
 
 import pendulum
 import pytest
+from demo_customers import SOURCE_BY_DAY
 from tests_common.demo import task_xcom
 from tests_common.paths import REPO
 
 pytestmark = pytest.mark.spark_submit  # cluster: from the spark_cluster fixture
 
-DAYS = ["2026-01-01"]  # five inserts, delivered by the sink in the executors
+DAYS = ["2026-01-01"]  # five inserts, delivered by the sink in the executors (driver_max_records=0)
 
 
 def load_demo(demo_dir: Path, monkeypatch):
@@ -55,7 +57,7 @@ def crm_rows(database: str) -> list[tuple]:
 
 
 def expected_crm(demo, day: str) -> list[tuple]:
-    return [(key, *values, "lake") for key, values in sorted(demo.SOURCE_BY_DAY[day].items())]
+    return [(key, *values, "lake") for key, values in sorted(SOURCE_BY_DAY[day].items())]
 
 
 def test_executor_python_lacks_the_project(cluster_client):
@@ -75,6 +77,8 @@ def test_demo_dag_runs_unchanged_on_a_standalone_cluster(airflow_db, spark_clust
     warehouse = tmp_path / "warehouse"
     monkeypatch.setenv("AIRFLOW__REVERSE_ETL__WAREHOUSE", str(warehouse))
     demo, dag = load_demo(tmp_path / "demo", monkeypatch)
+    sync = dag.get_task("sync_crm")  # five records would go from the driver: the executors must send them here
+    sync.delivery = {**(sync.delivery or {}), "driver_max_records": 0}
 
     syncs = []
     for day in DAYS:

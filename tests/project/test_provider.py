@@ -62,6 +62,9 @@ def test_connection_types_load_in_airflow_with_their_forms_and_hooks(monkeypatch
     hooks = ProvidersManagerTaskRuntime().hooks
     assert hooks["reverse_etl_http"].hook_class_name == "airflow_reverse_etl.hooks.destination.HttpDestinationHook"
     assert hooks["reverse_etl_kafka"].hook_class_name == "airflow_reverse_etl.hooks.destination.KafkaDestinationHook"
+    for kind in ("HubSpot", "Braze"):
+        assert hooks[f"reverse_etl_{kind.lower()}"].hook_class_name == \
+            f"airflow_reverse_etl.hooks.destination.{kind}DestinationHook"
     assert hooks["spark"].hook_class_name.endswith("SparkSubmitHook")  # what SparkJobHook submits with
     assert hooks["spark_connect"].hook_class_name.endswith("SparkConnectHook")  # its Spark Connect mode
 

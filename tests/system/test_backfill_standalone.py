@@ -6,18 +6,17 @@ the newest recorded one is refused without stranding the backfill (its task is s
 to run next, and the later dates of the backfill go on); that command rebuilds it, and the history stays
 in date order."""
 
-import importlib.util
 import json
 import sqlite3
 import urllib.request
 from datetime import datetime, timezone
 
 import pytest
+from demo_customers import SOURCE_BY_DAY
 
 from airflow_reverse_etl.delta_log import commits
 from spark_jobs.contract.layout import walk_recorded
 from tests_common.jobs import job
-from tests_common.paths import REPO
 
 DAG_ID = "reverse_etl_demo"
 DAY_1, DAY_2, DAY_3 = "2026-01-01", "2026-01-02", "2026-01-03"
@@ -28,14 +27,6 @@ REFUSED = {**NOTHING_TO_SEND, "snapshot_customers": "skipped"}
 REBUILD = ("--dag-run-conf", json.dumps({"on_past_date": "rebuild"}))
 
 
-def source_by_day() -> dict[str, dict]:
-    spec = importlib.util.spec_from_file_location("reverse_etl_demo_data", REPO / "dags" / "reverse_etl_demo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.SOURCE_BY_DAY
-
-
-SOURCE_BY_DAY = source_by_day()
 
 
 @pytest.fixture

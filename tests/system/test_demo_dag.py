@@ -1,6 +1,7 @@
 """The demo DAG end to end through Airflow (dag.test), every job a client of a real Spark Connect server
-(the sync delivering in the server's executors): three logical dates of inserts, updates and deletes
-arrive in the SQLite CRM exactly, and every job's result (the task's XCom) has the same shape.
+(the sync's few records delivered from its driver, the task process): three logical dates of inserts,
+updates and deletes arrive in the SQLite CRM exactly, and every job's result (the task's XCom) has
+the same shape.
 
 The same DAG with every task a cold spark-submit is tests/integration/test_cluster.py (one date, submitted to a
 real standalone cluster, the sink shipped to executors without the project); the local spark-submit
@@ -11,6 +12,7 @@ import json
 import sqlite3
 
 import pendulum
+from demo_customers import DAY_3, SOURCE_BY_DAY, customers_on
 
 from tests_common.demo import load_demo
 
@@ -33,7 +35,7 @@ STATS_BY_DAY = [(5, 0, 0), (1, 2, 1), (1, 1, 1)]
 
 def test_demo_dag_mirrors_three_days_into_the_crm(airflow_db, monkeypatch, tmp_path, spark_default_on_connect):
     demo = load_demo(monkeypatch, tmp_path)  # the DAG's operators use spark_default: the Connect server
-    days = list(demo.SOURCE_BY_DAY.items())
+    days = list(SOURCE_BY_DAY.items())
     for day, rows in days:
         run = demo.dag.test(logical_date=pendulum.parse(day))
         states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
@@ -55,12 +57,11 @@ def test_demo_dag_mirrors_three_days_into_the_crm(airflow_db, monkeypatch, tmp_p
         STATS_BY_DAY[:len(days)])
 
 
-def test_a_date_before_the_demo_data_names_the_dates_it_has(monkeypatch, tmp_path):
-    demo = load_demo(monkeypatch, tmp_path)
-    assert demo.customers_on("2026-01-05") == demo.DAY_3  # after the last day: the last day's data
+def test_a_date_before_the_demo_data_names_the_dates_it_has():
+    assert customers_on("2026-01-05") == DAY_3  # after the last day: the last day's data
     for date in ("2025-12-31", None):
         try:
-            demo.customers_on(date)
+            customers_on(date)
         except ValueError as exc:
             assert "has data for 2026-01-01, 2026-01-02, 2026-01-03" in str(exc), exc
             assert f"none for logical date {date}" in str(exc) and "--logical-date 2026-01-01" in str(exc)

@@ -14,13 +14,13 @@ import json
 import logging
 import os
 import uuid
-from pathlib import Path
 
 import pendulum
 import psycopg2
 import pytest
 
 from tests_common.pipeline import Pipeline
+from tests_common.secrets import assert_nowhere, warehouse_places
 
 @pytest.mark.parametrize("mode", [
     pytest.param("spark_submit", marks=[pytest.mark.spark_submit,
@@ -81,13 +81,7 @@ def test_no_secret_is_left_in_argv_spec_xcom_logs_or_tables(spark, warehouse, tm
     event_logs = [path for path in event_log_dir.rglob("*") if path.is_file()]  # rolling logs: a directory each
     assert any(warehouse in path.read_text(errors="replace") for path in event_logs), (
         f"no Spark event log in {event_log_dir} recorded the job (its plans read {warehouse})")
-    for path in [*Path(warehouse).rglob("*"), *event_logs]:
-        if path.is_file():
-            places[str(path)] = path.read_bytes().decode("latin-1")
+    places.update({str(path): path.read_bytes().decode("latin-1") for path in event_logs})
+    places.update(warehouse_places(spark, warehouse))
     assert any("/_system/jobs/" in p and p.endswith("spec.json") for p in places)
-    for table_dir in {p.parent for p in Path(warehouse).rglob("_delta_log")}:
-        rows = spark.read.format("delta").load(str(table_dir)).toJSON().collect()
-        places[f"rows of {table_dir}"] = "\n".join(rows)
-    for secret in (password, token):
-        leaks = [place for place, text in places.items() if secret in text]
-        assert not leaks, f"secret found in {leaks}"
+    assert_nowhere((password, token), places)

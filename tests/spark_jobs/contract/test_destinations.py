@@ -2,6 +2,7 @@
 missing option when it is built (on the driver, before anything is sent), the shared SQL type map
 gives each dialect its column types, and a sink without an options class still works."""
 
+import re
 import sqlite3
 from dataclasses import dataclass
 
@@ -21,13 +22,21 @@ MINIMAL = {
     "http": {"url": "http://127.0.0.1:9/batch"},
     "kafka": {"topic": "customers"},
     "delta": {"path": "/tmp/aretl-published"},
+    "rest": {"operations": {"upsert": {"url": "http://127.0.0.1:9/contacts"}}},
+    "salesforce": {"external_id_field": "id", "object": "Contact"},
+    "hubspot": {"id_property": "id"},
+    "braze": {},
 }
 #: A misspelling of one real option per sink, and the option it means.
 TYPOS = {"sqlite": ("tabel", "table"), "postgres": ("create_tabel", "create_table"), "http": ("timout", "timeout"),
-         "kafka": ("flush_timout", "flush_timeout"), "delta": ("fromat", "format")}
+         "kafka": ("flush_timout", "flush_timeout"), "delta": ("fromat", "format"), "rest": ("base_ur", "base_url"),
+         "salesforce": ("bulk_treshold", "bulk_threshold"), "hubspot": ("id_propery", "id_property"),
+         "braze": ("create_atributes", "create_attributes")}
 #: One option per sink given a value of the wrong type.
 WRONG_TYPES = {"sqlite": ("create_table", "yes"), "postgres": ("table", 42), "http": ("headers", ["x"]),
-               "kafka": ("flush_timeout", "soon"), "delta": ("format", "csv")}
+               "kafka": ("flush_timeout", "soon"), "delta": ("format", "csv"), "rest": ("vars", ["x"]),
+               "salesforce": ("all_or_none", "maybe"), "hubspot": ("burst_limit", "lots"),
+               "braze": ("requests_per_second", "fast")}
 
 
 def build(sink: str, mode: str = "upsert", **options):
@@ -69,6 +78,9 @@ def test_a_value_of_the_wrong_type_is_named(sink):
     ("http", "The http destination needs 'url', or 'endpoint' with an HTTP connection"),
     ("kafka", "The kafka destination needs the option 'topic' (the topic the changes are published to)"),
     ("delta", "The delta destination needs the option 'path' (where the table is published"),
+    ("rest", "The rest destination needs the option 'operations' (the requests of each operation"),
+    ("salesforce", "The salesforce destination needs the option 'external_id_field' (the object's External ID"),
+    ("hubspot", "The hubspot destination needs the option 'id_property' (the property with unique values"),
 ])
 def test_a_missing_required_option_is_named(sink, expected):
     required = sorted(MINIMAL[sink])[0]
@@ -88,6 +100,33 @@ def test_generic_keys_are_taken_by_every_sink_and_numbers_may_come_as_text():
     assert build("delta", format="parquet").format == "parquet"
     with pytest.raises(ConfigError, match="The kafka destination: flush_timeout=True is not allowed; expected a num"):
         build("kafka", flush_timeout=True)  # a bool is no number to a destination
+
+
+@pytest.mark.parametrize(("sink", "options", "mode", "key", "expected"), [
+    ("salesforce", {"object": "Contact", "external_id_field": "Customer_Id__c"}, "upsert", ["id"],
+     "the sync's key must be that one field; it is ['id']. Map the key column to it"),
+    ("salesforce", {"object": "Contact", "external_id_field": "id"}, "upsert", ["id"],
+     "needs the org's URL: set the connection's instance_url"),
+    ("hubspot", {"id_property": "email"}, "mirror", ["id", "region"], "the sync's key must be that one field"),
+    ("braze", {}, "insert", ["id"], "cannot take mode 'insert': Braze has no create-only write"),
+    ("braze", {}, "upsert", ["id"], "needs its instance's REST endpoint as the connection's host"),
+])
+def test_a_saas_destination_refuses_a_sync_it_cannot_take_before_anything_is_sent(sink, options, mode, key,
+                                                                                   expected):
+    config = SinkConfig(destination={"type": sink, **options}, key_fields=key, fields=[*key, "name"], mode=mode)
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        resolve_sink(sink)(config)
+
+
+def test_saas_options_are_checked_when_the_dag_is_parsed():
+    from spark_jobs.contract.destinations import destination
+
+    with pytest.raises(ConfigError, match="burst_limit=0 is not allowed"):
+        destination({"type": "hubspot", "id_property": "email", "burst_limit": 0})
+    with pytest.raises(ConfigError, match="api_version='45.0' is not allowed; expected a Salesforce API version"):
+        destination({"type": "salesforce", "object": "Contact", "external_id_field": "X__c", "api_version": "45.0"})
+    with pytest.raises(ConfigError, match="limit_share=1.5 is not allowed"):
+        destination({"type": "hubspot", "id_property": "email", "limit_share": 1.5})
 
 
 def test_capabilities_are_declared_once_and_read_as_class_attributes():

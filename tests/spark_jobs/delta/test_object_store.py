@@ -37,13 +37,13 @@ def test_a_store_that_honours_them_is_probed_once_per_warehouse(s3):
 
     object_store._checked.discard(WAREHOUSE)
     object_store.require_conditional_writes(WAREHOUSE)
-    assert keys(s3) == [f"warehouse/{object_store.MARKER}"]
+    assert keys(s3) == ["warehouse/_system/storage/conditional-writes.json"]
 
     # Another process (a later job) reads the marker instead of probing again.
     object_store._checked.discard(WAREHOUSE)
     s3.put_object(Bucket=BUCKET, Key="warehouse/_system/storage/probe-held", Body=b"x")
     object_store.require_conditional_writes(WAREHOUSE)
-    assert keys(s3) == [f"warehouse/{object_store.MARKER}", "warehouse/_system/storage/probe-held"]
+    assert keys(s3) == ["warehouse/_system/storage/conditional-writes.json", "warehouse/_system/storage/probe-held"]
 
 
 def test_local_warehouses_are_not_probed(tmp_path):

@@ -32,7 +32,7 @@ def test_an_installed_plugin_is_used_by_name(spark, warehouse, tmp_path, install
     out = tmp_path / "out.jsonl"
     p = Pipeline(spark, warehouse, tmp_path, schema="id INT, name STRING, reject BOOLEAN")
     result = p.sync(p.step([(1, "ann", False), (2, "bob", True), (3, "cid", False)]),
-                    {"type": "test-jsonl", "path": str(out)}, delivery={"batch_size": 2})
+                    {"type": "test-jsonl", "path": str(out)}, delivery={"batch_size": 2, "driver_max_records": 0})
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert sorted(line["key"]["id"] for line in lines) == [1, 3]
     assert lines[0]["op"] == "upsert" and set(lines[0]["data"]) == {"id", "name", "reject"}

@@ -1,0 +1,44 @@
+"""REST destinations: any JSON API by configuration, and the base the built-in SaaS destinations are
+presets of.
+
+The pieces, one idea each: the options (:mod:`spark_jobs.contract.rest`, checked at DAG parse time)
+and the templates' sandbox (:mod:`spark_jobs.contract.templating`) in the contract; here
+:mod:`.transport` (URLs, connection headers, redirects, what a failed connection means),
+:mod:`.auth` (basic, bearer, API key, OAuth2 client credentials), :mod:`.rendering` (template
+context, URL, headers, body, idempotency key), :mod:`.responses` (statuses and per-record results
+into outcomes) and :mod:`.sink` (:class:`RestSink`: records to requests).
+
+Building a preset
+=================
+A preset is a destination whose requests are known: data, plus at most a small hook. It is
+
+1. its typed options, a :class:`~spark_jobs.contract.sink_options.SinkOptions` subclass in
+   ``spark_jobs/contract/`` registered in :data:`spark_jobs.contract.destinations.BUILT_IN` under
+   the sink's name (so the Airflow side checks them at DAG parse time), and
+2. a :class:`RestSink` subclass that sets ``name``, ``options_class`` and ``capabilities`` (batch size =
+   the API's records per request, ``max_concurrency``...) and overrides :meth:`RestSink.rest_options`
+   to build the :class:`~spark_jobs.contract.rest.RestOptions` — operations, response reading, auth —
+   from its own options. It is registered in the ``airflow_reverse_etl.sinks`` entry point group.
+
+Optional hooks, for what configuration cannot say:
+
+* :meth:`RestSink.render_body` ``(request) -> bytes | None`` — build the body another way (the
+  ``http`` preset joins the JSON Spark wrote for each row, with no per-row Python);
+* :meth:`RestSink.read_response` ``(request, response) -> [None | Rejected | Retry]`` — read a
+  vendor's response (raise :class:`~spark_jobs.errors.RetryableError` for a transient failure of the
+  whole request, :class:`~spark_jobs.errors.DestinationError` to fail the sync);
+* :meth:`~spark_jobs.sinks.base.Sink.prepare` ``(schema)`` — check the destination on the driver
+  before anything is sent (call ``super().prepare(schema)``, which renders every template once).
+
+A :class:`~spark_jobs.sinks.rest.rendering.RestRequest` carries the operation, the records, the
+template context and the rendered method, URL, headers and body. The shared core does the rest:
+batching, retries with backoff and ``Retry-After``, the reject ledger, requests-per-second and
+in-flight limits for the whole sync, redirects, secrets kept out of messages.
+
+:mod:`spark_jobs.sinks.http` (the ``http`` webhook) is the first preset.
+"""
+
+from spark_jobs.sinks.rest.rendering import RestRequest
+from spark_jobs.sinks.rest.sink import RestSink
+
+__all__ = ["RestRequest", "RestSink"]

@@ -1,0 +1,153 @@
+"""How a REST destination's requests authenticate (:class:`~spark_jobs.contract.rest.RestAuth`), and
+the OAuth2 client-credentials token every sending thread of a process shares.
+
+The secret (token, API key, client secret) is the connection's password, which reaches the job
+through the environment only. It goes into a request's headers or query and nowhere else: error
+messages pass through :meth:`Authenticator.redact`, which replaces every secret it knows (the
+password, the extras' values, the current token) with ``***``.
+
+OAuth2 (RFC 6749 §4.4): the token is fetched once per process — Spark reuses its Python workers, so
+once per executor for a whole sync rather than once per partition or thread — kept with its expiry
+(``expires_in``), fetched again shortly before it expires, and once more when the API answers 401
+to it (revoked, rotated, or expired early); a 401 to a fresh token fails the sync. Hand-written
+rather than taken from requests-oauthlib: the grant is one form POST, and the part a library does not
+do — one token per process across threads, refreshed on a 401 — is what this module is about.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from spark_jobs.contract.rest import RestAuth
+from spark_jobs.errors import DestinationError, RetryableError
+from spark_jobs.sinks.rest.transport import joined, retry_after
+
+#: Shortest secret :meth:`Authenticator.redact` replaces (a shorter one would blank ordinary words).
+MIN_SECRET = 4
+
+
+@dataclass
+class _Token:
+    value: str
+    expires_at: float  # time.monotonic(); inf when the server said nothing
+
+
+#: OAuth2 tokens of this process, by client (token URL, client id, scope, params, a hash of the secret).
+_TOKENS: dict[tuple[Any, ...], _Token] = {}
+_TOKENS_LOCK = threading.Lock()
+
+
+class Authenticator:
+    """The auth of one sink instance: what every request carries, and the 401 handling of OAuth2."""
+
+    def __init__(self, auth: RestAuth, login: str | None, password: str | None, extra: dict[str, Any],
+                 timeout: Any, verify: bool | str, base_url: str = ""):
+        self.auth, self.login, self.password = auth, login, password
+        self.timeout, self.verify = timeout, verify
+        self.token_url = joined(base_url, auth.token_url) if auth.token_url else ""
+        kind = auth.type
+        if kind == "connection":
+            kind = "bearer" if extra.get("auth_type") == "bearer" and password else "basic" if login else "none"
+        self.kind = kind
+        self._known = [password or "", *(v for v in extra.values() if isinstance(v, str))]
+        if kind in ("bearer", "api_key", "oauth2_client_credentials") and not password:
+            raise DestinationError(f"The rest destination's auth {auth.type!r} needs the connection's password "
+                                   "(the token, API key or client secret); the connection has none")
+
+    def prepare(self, session: Any) -> None:
+        """Set what every request of ``session`` carries."""
+        if self.kind == "basic":
+            session.auth = (self.login or "", self.password or "")
+        elif self.kind == "bearer":
+            session.headers["Authorization"] = f"Bearer {self.password}"
+        elif self.kind == "api_key" and not self.auth.query:
+            session.headers[self.auth.header] = f"{self.auth.prefix}{self.password}"
+        elif self.kind == "api_key":
+            session.params = {self.auth.query: self.password}
+
+    def headers(self) -> dict[str, str]:
+        """The headers of the next request that change over time (the OAuth2 token)."""
+        if self.kind != "oauth2_client_credentials":
+            return {}
+        return {"Authorization": f"Bearer {self._token()}"}
+
+    def refresh_after_401(self, sent: dict[str, str]) -> bool:
+        """The API answered 401 to a request that carried ``sent``: True when a new OAuth2 token may
+        fix it (the token sent is dropped, so the next request fetches another)."""
+        if self.kind != "oauth2_client_credentials":
+            return False
+        with _TOKENS_LOCK:
+            token = _TOKENS.get(self._client())
+            if token is not None and sent.get("Authorization") == f"Bearer {token.value}":
+                del _TOKENS[self._client()]
+        return True
+
+    def redact(self, text: str) -> str:
+        secrets = [*self._known]
+        token = _TOKENS.get(self._client()) if self.kind == "oauth2_client_credentials" else None
+        if token is not None:
+            secrets.append(token.value)
+        for secret in sorted(secrets, key=len, reverse=True):
+            if len(secret) >= MIN_SECRET:
+                text = text.replace(secret, "***")
+        return text
+
+    # --- OAuth2 -------------------------------------------------------------------------------
+    def _client(self) -> tuple[Any, ...]:
+        secret = hashlib.sha256((self.password or "").encode()).hexdigest()
+        return (self.token_url, self.login, self.auth.scope, tuple(sorted(self.auth.token_params.items())),
+                self.auth.client_auth, secret)
+
+    def _token(self) -> str:
+        client = self._client()
+        with _TOKENS_LOCK:  # one fetch per process: the other threads wait for it and share it
+            token = _TOKENS.get(client)
+            if token is None or time.monotonic() >= token.expires_at:
+                token = _TOKENS[client] = self._fetch()
+            return token.value
+
+    def _fetch(self) -> _Token:
+        import requests
+
+        auth, url = self.auth, self.token_url
+        form = {"grant_type": "client_credentials", **({"scope": auth.scope} if auth.scope else {}),
+                **auth.token_params}
+        credentials = None
+        if auth.client_auth == "basic":
+            credentials = (self.login or "", self.password or "")
+        else:
+            form.update(client_id=self.login or "", client_secret=self.password or "")
+        started = time.monotonic()
+        try:
+            response = requests.post(url, data=form, auth=credentials, timeout=self.timeout, verify=self.verify,
+                                     headers={"Accept": "application/json"}, allow_redirects=False)
+        except requests.RequestException as exc:
+            raise RetryableError(self.redact(f"OAuth2 token request to {url} failed: {exc}")) from None
+        return self._token_from(response, url, started)
+
+    def _token_from(self, response: Any, url: str, started: float) -> _Token:
+        status = response.status_code
+        if status == 429 or status >= 500:
+            raise RetryableError(f"OAuth2 token request to {url}: HTTP {status}",
+                                 retry_after=retry_after(response.headers.get("Retry-After")))
+        try:
+            body = response.json()
+        except ValueError:
+            body = {}
+        token = body.get("access_token") if isinstance(body, dict) and status == 200 else None
+        if not isinstance(token, str) or not token:
+            reason = " ".join(str(body.get(k)) for k in ("error", "error_description") if body.get(k)) \
+                if isinstance(body, dict) else ""
+            raise DestinationError(self.redact(
+                f"OAuth2 token request to {url} was refused: HTTP {status} {reason or response.text[:200]} "
+                "(check the connection's login, the client id, and its password, the client secret)"))
+        lifetime = body.get("expires_in")
+        expires_at = float("inf")
+        if isinstance(lifetime, (int, float)) or (isinstance(lifetime, str) and lifetime.isdigit()):
+            seconds = float(lifetime)
+            expires_at = started + seconds - min(60.0, seconds / 10)  # fetched again a little before
+        return _Token(token, expires_at)

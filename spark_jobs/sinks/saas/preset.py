@@ -1,0 +1,168 @@
+"""What the built-in SaaS destinations (Salesforce, HubSpot, Braze) add to the REST core
+(:mod:`spark_jobs.sinks.rest`): each is a :class:`~spark_jobs.sinks.rest.RestSink` preset — its
+requests and the reading of their responses are REST options built from its own typed options — and
+this base adds the three things configuration cannot say:
+
+* **values in the vendor's types.** Before a request is rendered, each record's values are converted
+  by the destination's own field types (:meth:`SaasSink.converted`, read from the vendor's schema
+  endpoint); a value that cannot be said faithfully rejects its record alone, naming the field —
+  never a whole request of records, never a rounded or shifted value;
+* **several requests for one operation** (:meth:`SaasSink.deliver`): a delete by a key the API
+  cannot delete by looks the API's own ids up first; a large batch becomes an asynchronous job;
+* **auxiliary requests** (:meth:`SaasSink.call`): lookups, schema reads and job steps go through the
+  same core as every request — authenticated (OAuth2 tokens shared by the process and renewed after a
+  401), paced to the sync's requests per second, redirects refused, secrets kept out of messages —
+  and a transient answer raises :class:`~spark_jobs.errors.RetryableError` for the delivery core to
+  retry, a refused credential :class:`~spark_jobs.errors.DestinationError`.
+
+Records reach these sinks as Python values from the Arrow batch (``wants_json`` off), so a
+``DECIMAL`` is a ``Decimal`` and a ``DATE`` a ``date`` when converted, not their JSON renderings.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import replace
+from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
+
+from spark_jobs.contract.rest import RETRY_STATUSES
+from spark_jobs.errors import DestinationError, RetryableError
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities, SinkConfig
+from spark_jobs.sinks.rest import RestRequest, RestSink
+from spark_jobs.sinks.rest.responses import Reply
+from spark_jobs.sinks.rest.transport import connection_headers
+from spark_jobs.sinks.saas.values import Unconvertible
+
+T = TypeVar("T")
+
+
+class SchemaCache(Generic[T]):
+    """What a destination says about its schema (HubSpot's properties, a Salesforce describe), kept per
+    process for ``ttl`` seconds: the lanes and partitions of one sync on a Spark worker ask once, and a
+    worker that lives on (Spark reuses them) sees a change to the destination within minutes. The
+    driver's check before a sync (``prepare``) always asks afresh (``fresh=True``)."""
+
+    def __init__(self, ttl: float = 300.0):
+        self.ttl = ttl
+        self._entries: dict[Hashable, tuple[float, T]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, fetch: Callable[[], T], fresh: bool = False) -> T:
+        with self._lock:
+            entry = self._entries.get(key)
+            if fresh or entry is None or time.monotonic() - entry[0] > self.ttl:
+                entry = self._entries[key] = (time.monotonic(), fetch())
+            return entry[1]
+
+
+def api_url(connection: dict[str, Any], default: str | None = None) -> str | None:
+    """A SaaS API's base URL from its connection: the host as given when it has a scheme, else HTTPS
+    (or the connection's ``schema``), with its port; ``default`` when the connection has no host."""
+    host = connection.get("host")
+    if not host:
+        return default
+    url = host if "://" in host else f"{connection.get('schema') or 'https'}://{host}"
+    return f"{url.rstrip('/')}:{connection['port']}" if connection.get("port") else url.rstrip("/")
+
+
+class SaasSink(RestSink):
+    """Base of the SaaS presets (the module docstring)."""
+
+    capabilities = SinkCapabilities(wants_json=False, paces_requests=True)
+
+    def __init__(self, config: SinkConfig):
+        """The options are checked first — a misspelt option is the first thing a sync is told — then
+        what the vendor needs of the sync (:meth:`precondition`), then the REST core builds the rest."""
+        if self.options_class is not None:
+            self.options_class.parse(config.destination, self.name)
+        self.precondition(config)
+        super().__init__(self.signed_in(config))
+
+    # --- what a vendor module defines ---------------------------------------------------------------
+    def precondition(self, config: SinkConfig) -> None:
+        """Raise :class:`~spark_jobs.errors.ConfigError` for a sync this destination cannot take (its key,
+        its mode, its connection), before anything else."""
+
+    def signed_in(self, config: SinkConfig) -> SinkConfig:
+        """``config`` as the REST core's auth reads it (by default as it is)."""
+        return config
+
+    def converted(self, record: ChangeRecord) -> dict[str, Any]:
+        """``record.data`` in the destination's types; :class:`Unconvertible` naming the field."""
+        return dict(record.data)
+
+    def deliver(self, op: str, records: list[ChangeRecord]) -> list[Outcome]:
+        """Send records whose values are converted: by default the operation's one request."""
+        return super()._send(op, records)
+
+    def retry_wait(self, reply: Reply, headers: Any) -> float | None:
+        """How long a transient answer asks to wait when it has no ``Retry-After`` (vendor headers)."""
+        return None
+
+    # --- the REST core's hooks -----------------------------------------------------------------------
+    def open(self) -> None:
+        """The REST core's session, less the headers it makes of the connection's extras: a SaaS
+        connection's extras are its settings (Salesforce's consumer key and secret, its instance URL),
+        never headers to send to the API."""
+        super().open()
+        for name in connection_headers(self.config.connection_extra()):
+            self.session.headers.pop(name, None)
+
+    def read_response(self, request: RestRequest, response: Any) -> list[Outcome]:
+        """As the operation's response options say; a transient answer without ``Retry-After`` waits what
+        the vendor's own headers say (:meth:`retry_wait`)."""
+        try:
+            return super().read_response(request, response)
+        except RetryableError as exc:
+            if exc.retry_after is not None:
+                raise
+            raise RetryableError(str(exc), retry_after=self.retry_wait(Reply.of(response), response.headers)) \
+                from None
+
+    def _send(self, op: str, records: Sequence[ChangeRecord]) -> list[Outcome]:
+        outcomes: list[Outcome] = [None] * len(records)
+        ready, where = [], []
+        for i, record in enumerate(records):
+            try:
+                ready.append(replace(record, data=self.converted(record)))
+                where.append(i)
+            except Unconvertible as exc:
+                outcomes[i] = Rejected(f"{self.name}: {exc}")
+        if ready:
+            for i, outcome in zip(where, self.deliver(op, ready)):
+                outcomes[i] = outcome
+        return outcomes
+
+    # --- auxiliary requests --------------------------------------------------------------------------
+    def asked_on_the_driver(self, ask: Callable[[], T]) -> T:
+        """What ``ask`` gets from the destination in :meth:`prepare`, on the driver, where the sink is not
+        open: a session for it (this base's, not a vendor's ``open``, which reads the schema), closed after."""
+        SaasSink.open(self)
+        try:
+            return ask()
+        finally:
+            self.close()
+
+    def call(self, method: str, url: str, *, json_body: Any = None, data: bytes | None = None,
+             headers: dict[str, str] | None = None, ok: Sequence[int] = (200,)) -> Any:
+        """One request outside the operations (module docstring); the response (``requests``') when its
+        status is in ``ok``, else :class:`DestinationError` with the vendor's answer."""
+        body = data if json_body is None else json.dumps(json_body).encode()
+        send_headers = {"Content-Type": "application/json", **(headers or {})} if json_body is not None \
+            else dict(headers or {})
+        request = RestRequest(method, self.rest.operations[next(iter(self.rest.operations))], self.rest.response,
+                              [], {}, method, url if "://" in url else self.base_url.rstrip("/") + url,
+                              send_headers, body)
+        response = self._exchange(request)
+        reply = Reply.of(response)
+        if reply.status in ok:
+            return response
+        said = self.auth.redact(reply.text[:500])
+        if reply.status in RETRY_STATUSES:
+            wait = reply.retry_after if reply.retry_after is not None else self.retry_wait(reply, response.headers)
+            raise RetryableError(f"{self.name}: HTTP {reply.status} from {method} {url}: {said}", retry_after=wait)
+        raise DestinationError(f"{self.name}: HTTP {reply.status} from {method} {url}: {said}"
+                               + (" (check the destination connection's credentials and what they may do)"
+                                  if reply.status in (401, 403) else ""))

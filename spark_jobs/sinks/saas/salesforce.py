@@ -1,0 +1,354 @@
+"""Salesforce destination: records of one sObject, matched on an External ID field.
+
+* upsert — sObject Collections upsert on the External ID (``PATCH .../composite/sobjects/{object}/
+  {field}``, 200 records a request); a batch of ``bulk_threshold`` records or more goes through one
+  Bulk API 2.0 ingest job instead (``upsert`` with ``externalIdFieldName``: create, upload the CSV, close,
+  poll, read ``failedResults/``);
+* insert / update — the records that exist are looked up first (SOQL on the External ID); insert
+  upserts only the new ones (existing records are kept as they are), update only the existing ones
+  (nothing is created);
+* delete — Salesforce deletes by record Id only, so the Ids are looked up by External ID (SOQL, 200 a
+  query), then deleted with sObject Collections (200 a request) or a Bulk API 2.0 ``delete`` job; a
+  record already gone counts as deleted.
+
+A record Salesforce refuses goes to the reject ledger with Salesforce's own reason (``statusCode:
+message (fields)`` from sObject Collections, ``sf__Error`` from a Bulk job's failed results, matched
+back by External ID or Id since a job's results come in no particular order); the others are written.
+With ``all_or_none`` a refused record rolls its request back: the others are sent again without it.
+
+Field checks: before anything is sent (``prepare``) the object is described; a mapped field the object
+lacks, one the integration user cannot create or update, an External ID field that is not one, or a
+required field the mapping leaves out (every new record would be refused) fails the sync naming it.
+The description, read once per Spark worker, also decides how each value is written, so that no value
+can make Salesforce refuse a whole request of 200 (its JSON parser does that for one value of the
+wrong type): ``date`` fields take ``YYYY-MM-DD`` (a time of day is refused, not cut), ``datetime``
+ISO 8601 in UTC with milliseconds, ``boolean`` true/false, ``int`` integers, ``double``/``currency``/
+``percent`` numbers (refused when a double cannot hold every digit), text fields text; null clears a
+field (``#N/A`` in a Bulk CSV, where an empty cell would leave the field as it is).
+
+A preset of the REST core (:mod:`spark_jobs.sinks.saas.preset`): the sObject Collections requests, the
+reading of their results (one per record, in order; ``ALL_OR_NONE_OPERATION_ROLLED_BACK`` retried,
+``ENTITY_IS_DELETED`` counted as deleted) and the OAuth2 client credentials auth are REST options; the
+lookups and the Bulk API 2.0 jobs are the preset's code, their requests going through the same core.
+
+Connection: Airflow's ``salesforce`` connection type, OAuth 2.0 client credentials flow — extras
+``consumer_key`` and ``consumer_secret`` (the connected app's), and ``instance_url`` (the org's My
+Domain URL, e.g. ``https://acme.my.salesforce.com``) or ``domain`` (``acme.my``, as simple-salesforce
+reads it: ``https://acme.my.salesforce.com``); ``version`` sets the API version unless the destination's
+``api_version`` does. The token is fetched once per Spark worker and again when Salesforce answers 401
+(a session has no announced lifetime). A used-up daily API allocation (403 ``REQUEST_LIMIT_EXCEEDED``)
+fails the sync: it does not come back within a run.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from dataclasses import replace
+from typing import Any, Callable
+from urllib.parse import urlencode
+
+from spark_jobs.contract.rest import RestOptions, RestResponse
+from spark_jobs.contract.saas import SalesforceOptions
+from spark_jobs.contract.templating import to_json
+from spark_jobs.errors import ConfigError, DestinationError, RetryableError
+from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities, SinkConfig
+from spark_jobs.sinks.rest import RestRequest, RestSink
+from spark_jobs.sinks.rest import responses
+from spark_jobs.sinks.saas.preset import SaasSink, SchemaCache
+from spark_jobs.sinks.saas.values import Unconvertible, as_date, boolean, exact_decimal, iso_utc, json_number, \
+    number_text, text
+
+COLLECTION_LIMIT = 200
+#: Characters of External ID values one SOQL lookup carries (its URL stays far below Salesforce's limit).
+QUERY_CHARS = 8000
+DEFAULT_VERSION = "62.0"
+NUMERIC = frozenset({"double", "currency", "percent"})
+TERMINAL = frozenset({"JobComplete", "Failed", "Aborted"})
+#: Each object's fields, shared by the lanes and partitions of a Spark worker.
+_DESCRIBED: SchemaCache[dict[str, dict[str, Any]]] = SchemaCache()
+#: How sObject Collections answers are read: one result per record, in order.
+_ERRORS = "join('; ', errors[*].join(': ', [statusCode, message]))"
+UPSERTED = {"success": [200], "records": ["@"], "record_failed": "success == `false`", "record_error": _ERRORS,
+            "record_retryable": "errors[0].statusCode == 'ALL_OR_NONE_OPERATION_ROLLED_BACK'", "record_index": None,
+            "error": "join('; ', [*].join(': ', [errorCode, message]))"}
+DELETED = {**UPSERTED, "record_failed": "success == `false` && errors[0].statusCode != 'ENTITY_IS_DELETED'"}
+
+Convert = Callable[[Any], Any]
+
+
+def _integer(value: Any) -> int:
+    number = exact_decimal(value)
+    if number != number.to_integral_value():
+        raise Unconvertible(f"{value!r} is not a whole number")
+    return int(number)
+
+
+#: How a value is written into a JSON body, by Salesforce field type (text for every other type).
+_JSON_WRITERS: dict[str, Convert] = {"boolean": boolean, "int": _integer, "date": lambda v: as_date(v).isoformat(),
+                                     "datetime": iso_utc, **dict.fromkeys(NUMERIC, json_number)}
+
+
+def json_converter(field: dict[str, Any]) -> Convert:
+    """How a value goes into a field of this type in a JSON body (the module docstring)."""
+    write: Convert = _JSON_WRITERS.get(str(field.get("type")), text)
+    return lambda value: None if value is None else write(value)
+
+
+def csv_cell(value: Any) -> str:
+    """A converted value as a Bulk API 2.0 CSV cell: null (and empty text, which Salesforce keeps as
+    null) is ``#N/A``, an empty cell would leave the field unchanged."""
+    if value is None or value == "":
+        return "#N/A"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return number_text(value)
+    return text(value)
+
+
+def soql_literal(value: Any, field: dict[str, Any]) -> str:
+    """A value as a SOQL literal for a field of this type (text quoted, ``\\`` and ``'`` escaped)."""
+    if field.get("type") in NUMERIC or field.get("type") == "int":
+        return number_text(value)
+    return "'" + text(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _instance_url(extra: dict[str, Any]) -> str:
+    if extra.get("instance_url"):
+        return str(extra["instance_url"]).rstrip("/")
+    if extra.get("domain"):
+        return f"https://{extra['domain']}.salesforce.com"
+    raise ConfigError("The salesforce destination needs the org's URL: set the connection's instance_url (your My "
+                      "Domain URL, e.g. https://acme.my.salesforce.com) or domain (e.g. acme.my).")
+
+
+class SalesforceSink(SaasSink):
+    name = "salesforce"
+    capabilities = SinkCapabilities(batch_size=10_000, wants_json=False, paces_requests=True)
+    options_class = SalesforceOptions
+    options: SalesforceOptions
+
+    def __init__(self, config: SinkConfig):
+        super().__init__(config)
+        self.fields: dict[str, dict[str, Any]] = {}
+
+    def precondition(self, config: SinkConfig) -> None:
+        ext = SalesforceOptions.parse(config.destination, self.name).external_id_field
+        if config.key_fields != [ext]:
+            raise ConfigError(
+                f"The salesforce destination matches records on external_id_field {ext!r}, so the sync's key must "
+                f"be that one field; it is {config.key_fields}. Map the key column to it "
+                f"(field_mapping={{'<key column>': '{ext}'}}).")
+        _instance_url(config.connection_extra())
+
+    def signed_in(self, config: SinkConfig) -> SinkConfig:
+        """The connected app's consumer key and secret (the salesforce connection's extras) as the login
+        and password the REST core's OAuth2 client credentials auth signs in with."""
+        extra = config.connection_extra()
+        key, secret = str(extra.get("consumer_key") or ""), str(extra.get("consumer_secret") or "")
+        if not key or not secret:
+            raise ConfigError("The salesforce destination signs in with the OAuth 2.0 client credentials flow: its "
+                              "connection needs the extras consumer_key and consumer_secret (the connected app's).")
+        return replace(config, secrets={**config.secrets, "password": secret},
+                       destination={**config.destination, "connection": {**config.connection, "login": key}})
+
+    @property
+    def version(self) -> str:
+        return self.options.api_version or str(self.config.connection_extra().get("version") or DEFAULT_VERSION)
+
+    @property
+    def _data(self) -> str:
+        return f"/services/data/v{self.version}"
+
+    def rest_options(self) -> RestOptions:
+        base = _instance_url(self.config.connection_extra())
+        upsert = {"method": "PATCH", "per": "batch", "response": UPSERTED,
+                  "url": f"{self._data}/composite/sobjects/{self.options.object}/{self.options.external_id_field}"}
+        delete = {"method": "DELETE", "url": f"{self._data}/composite/sobjects", "per": "batch", "response": DELETED}
+        return RestOptions.from_dict({
+            "base_url": base, "operations": {"upsert": upsert, "insert": upsert, "update": upsert, "delete": delete},
+            "auth": {"type": "oauth2_client_credentials", "token_url": f"{base}/services/oauth2/token",
+                     "client_auth": "body"}})
+
+    # --- driver side -------------------------------------------------------------------------------
+    def prepare(self, schema: dict[str, str]) -> None:
+        """Fail before anything is sent when the mapping does not fit the object (module docstring)."""
+        fields = self.asked_on_the_driver(lambda: self._describe(fresh=True))
+        options = self.options
+        ext = fields.get(options.external_id_field)
+        if ext is None or not ext.get("externalId"):
+            raise DestinationError(
+                f"Salesforce {options.object}.{options.external_id_field} is "
+                + ("no field" if ext is None else "not an External ID field") + "; set external_id_field to one "
+                "(a field marked External ID, e.g. Customer_Id__c). Nothing was sent.")
+        problems = _mapping_problems(fields, self.config.fields, creates=self.config.mode != "update")
+        if problems:
+            raise DestinationError(f"Salesforce {options.object}: {'; '.join(problems)}. Fix the object or the "
+                                   "field_mapping. Nothing was sent.")
+
+    def _describe(self, fresh: bool = False) -> dict[str, dict[str, Any]]:
+        return _DESCRIBED.get((self.base_url, self.options.object), self._read_describe, fresh)
+
+    def _read_describe(self) -> dict[str, dict[str, Any]]:
+        response = self.call("GET", f"{self._data}/sobjects/{self.options.object}/describe", ok=(200, 404))
+        if response.status_code != 200:
+            raise DestinationError(f"Salesforce has no object {self.options.object!r} (or the integration user "
+                                   f"cannot see it): {self.auth.redact(response.text[:300])}")
+        return {f["name"]: f for f in response.json().get("fields", [])}
+
+    # --- executor side -----------------------------------------------------------------------------
+    def open(self) -> None:
+        super().open()
+        self.fields = self._describe()
+
+    def converted(self, record: ChangeRecord) -> dict[str, Any]:
+        values = {}
+        for name, value in record.data.items():
+            try:
+                values[name] = json_converter(self.fields[name])(value)
+            except Unconvertible as exc:
+                raise Unconvertible(f"{name}: {exc}") from None
+        return values
+
+    def render_body(self, request: RestRequest) -> bytes | None:
+        records = [{"attributes": {"type": self.options.object}, **r.data} for r in request.records]
+        return to_json({"allOrNone": self.options.all_or_none, "records": records}).encode()
+
+    def deliver(self, op: str, records: list[ChangeRecord]) -> list[Outcome]:
+        """upsert in requests of 200 or one Bulk job; insert and update after looking up which records
+        exist; delete by the Ids looked up."""
+        if op == "delete":
+            return self._delete(records)
+        send = [True] * len(records)
+        if op in ("insert", "update"):
+            found = self._lookup(records)
+            send = [(self._key(r) in found) == (op == "update") for r in records]
+        chosen = [r for r, s in zip(records, send) if s]
+        results = iter(self._upsert(op, chosen) if chosen else [])
+        return [next(results) if s else None for s in send]
+
+    def _bulk(self, records: list[Any]) -> bool:
+        return len(records) >= self.options.bulk_threshold
+
+    def _upsert(self, op: str, records: list[ChangeRecord]) -> list[Outcome]:
+        if self._bulk(records):
+            return self._bulk_upsert(records)
+        outcomes: list[Outcome] = []
+        for start in range(0, len(records), COLLECTION_LIMIT):
+            outcomes += RestSink._send(self, op, records[start:start + COLLECTION_LIMIT])
+        return outcomes
+
+    def _key(self, record: ChangeRecord) -> str:
+        return text(record.key[self.options.external_id_field])
+
+    def _lookup(self, records: list[ChangeRecord]) -> dict[str, str]:
+        """The Id of each record that exists, by External ID (SOQL, a few hundred values a query)."""
+        ext = self.options.external_id_field
+        found: dict[str, str] = {}
+        for chunk in _query_chunks([self._key(r) for r in records]):
+            literals = ", ".join(soql_literal(v, self.fields[ext]) for v in chunk)
+            url = f"{self._data}/query?" + urlencode(
+                {"q": f"SELECT Id, {ext} FROM {self.options.object} WHERE {ext} IN ({literals})"})
+            while url:
+                body = self.call("GET", url).json()
+                found.update({text(r[ext]): r["Id"] for r in body.get("records", [])})
+                url = body.get("nextRecordsUrl") or ""
+        return found
+
+    def _delete(self, records: list[ChangeRecord]) -> list[Outcome]:
+        found = self._lookup(records)
+        present = [r for r in records if self._key(r) in found]
+        ids = [found[self._key(r)] for r in present]
+        refused = self._bulk_delete(ids) if self._bulk(records) else self._collection_delete(ids, present)
+        return [refused.get(found[self._key(r)]) if self._key(r) in found else None for r in records]
+
+    def _collection_delete(self, ids: list[str], records: list[ChangeRecord]) -> dict[str, Outcome]:
+        refused: dict[str, Outcome] = {}
+        for start in range(0, len(ids), COLLECTION_LIMIT):
+            chunk, chosen = ids[start:start + COLLECTION_LIMIT], records[start:start + COLLECTION_LIMIT]
+            url = f"{self._data}/composite/sobjects?" + urlencode({"ids": ",".join(chunk), "allOrNone": "false"})
+            reply = responses.Reply.of(self.call("DELETE", url, ok=(200, 400)))
+            outcomes = responses.outcomes(RestResponse.from_dict(DELETED), reply, chosen, self.name,
+                                          f"DELETE {url}", self.auth.redact)
+            refused.update({i: o for i, o in zip(chunk, outcomes) if o is not None})
+        return refused
+
+    # --- Bulk API 2.0 -------------------------------------------------------------------------------
+    def _bulk_upsert(self, records: list[ChangeRecord]) -> list[Outcome]:
+        header = list(records[0].data)
+        rows = [[csv_cell(r.data[f]) for f in header] for r in records]
+        failed = self._run_job({"operation": "upsert", "externalIdFieldName": self.options.external_id_field},
+                               header, rows)
+        ext = self.options.external_id_field
+        position = {self._key(r): i for i, r in enumerate(records)}
+        outcomes: list[Outcome] = [None] * len(records)
+        for row in failed:
+            if row.get(ext) not in position:
+                raise DestinationError(f"salesforce: a Bulk API 2.0 job reported a failed record whose {ext} "
+                                       f"{row.get(ext)!r} was not sent: {row.get('sf__Error')}")
+            outcomes[position[row[ext]]] = Rejected(f"salesforce: {row['sf__Error']}")
+        return outcomes
+
+    def _bulk_delete(self, ids: list[str]) -> dict[str, Outcome]:
+        if not ids:
+            return {}
+        failed = self._run_job({"operation": "delete"}, ["Id"], [[i] for i in ids])
+        return {row["Id"]: Rejected(f"salesforce: {row['sf__Error']}") for row in failed
+                if not row["sf__Error"].startswith("ENTITY_IS_DELETED")}
+
+    def _run_job(self, job: dict[str, Any], header: list[str], rows: list[list[str]]) -> list[dict[str, str]]:
+        """One Bulk API 2.0 ingest job of ``rows``: its failed records (``failedResults/``, as dicts)."""
+        created = self.call("POST", f"{self._data}/jobs/ingest", json_body={
+            "object": self.options.object, "contentType": "CSV", "lineEnding": "LF", "columnDelimiter": "COMMA",
+            **job})
+        url = f"{self._data}/jobs/ingest/{created.json()['id']}"
+        data = io.StringIO()
+        writer = csv.writer(data, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(rows)
+        self.call("PUT", f"{url}/batches", data=data.getvalue().encode(), headers={"Content-Type": "text/csv"},
+                  ok=(201,))
+        self.call("PATCH", url, json_body={"state": "UploadComplete"})
+        info = self._wait(url)
+        if info["state"] != "JobComplete":
+            raise DestinationError(f"salesforce: Bulk API 2.0 job {info['id']} {info['state']}: "
+                                   f"{info.get('errorMessage', 'no reason given')}")
+        return list(csv.DictReader(io.StringIO(self.call("GET", f"{url}/failedResults/").text)))
+
+    def _wait(self, url: str) -> dict[str, Any]:
+        deadline = time.monotonic() + self.options.bulk_timeout
+        while True:
+            info: dict[str, Any] = self.call("GET", url).json()
+            if info["state"] in TERMINAL:
+                return info
+            if time.monotonic() >= deadline:
+                self.call("PATCH", url, json_body={"state": "Aborted"})
+                raise RetryableError(f"salesforce: Bulk API 2.0 job {info['id']} still {info['state']} after "
+                                     f"{self.options.bulk_timeout:g}s: aborted, the batch is sent again")
+            time.sleep(self.options.bulk_poll_interval)
+
+
+def _mapping_problems(fields: dict[str, dict[str, Any]], mapped: list[str], creates: bool) -> list[str]:
+    """What keeps the mapped fields from being written (empty: nothing)."""
+    missing = [f for f in mapped if f not in fields]
+    locked = [f for f in mapped if f in fields
+              and (not fields[f].get("updateable") or (creates and not fields[f].get("createable")))]
+    required = [name for name, f in fields.items() if creates and f.get("createable") and not f.get("nillable")
+                and not f.get("defaultedOnCreate") and name not in mapped]
+    problems = [f"no field {missing} (the object has {sorted(fields)})"] if missing else []
+    problems += [f"fields the integration user cannot write {locked}"] if locked else []
+    problems += [f"required fields {required} are not mapped, so Salesforce would refuse every new record"] \
+        if required else []
+    return problems
+
+
+def _query_chunks(values: list[str]) -> list[list[str]]:
+    chunks: list[list[str]] = []
+    size = 0
+    for value in values:
+        if not chunks or len(chunks[-1]) >= COLLECTION_LIMIT or size + len(value) > QUERY_CHARS:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(value)
+        size += len(value) + 4
+    return chunks
