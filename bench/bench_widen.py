@@ -43,9 +43,9 @@ WIDE = {
 DUCK_TABLE = "s3_wide"
 COLUMNS = ["k", *[c for cols in SOURCES.values() for c in cols], "seq"]  # every column is a long or a string
 
-GOALS: Goals = {  # issue 25's goals
+GOALS: Goals = {  # issue 25's goal on the first run, issue 36's on the change run (at 1M)
     "s3.first_vs_duckdb": ("<= 3x DuckDB", lambda r: r <= 3),
-    "s3.change_vs_first": ("<= 0.2 of the first run", lambda r: r <= 0.2),
+    "s3.change_vs_first": ("<= 0.25 of the first run", lambda r: r <= 0.25),
 }
 
 

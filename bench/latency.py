@@ -9,8 +9,11 @@
   jobs (the specs the operators wrote) in one already-open Spark Connect session — the warm path a
   user gets from a running server — for further logical dates whose source changes some rows, so the
   diff and the sync move real changes (the sync in ``mirror`` mode, so deletes reach the destination);
-  the median of ``WARM_REPEATS``.
-- ``submit_noop_s``: a spark-submit that only starts a Delta session (scenario 5's reference).
+  the median of the first ``WARM_FIRST`` of them (dates 2-4, as since issue 11).
+- ``warm_server_snapshot_s`` / ``warm_server_diff_s`` / ``warm_server_sync_s`` (issue 36): the median of
+  dates 3-6, the server's steady state once every plan of the three jobs has run once.
+- ``submit_noop_s``: a spark-submit that only starts a Delta session (scenario 5's reference). The
+  machines change speed 2-3x from day to day, so the goals are ratios to it (``s7.*_vs_noop``).
 
 After every run the SQLite destination must hold exactly the rows of the snapshot's source version
 (``correct``); a mismatch is a WRONG RESULT in the table and voids the figure.
@@ -36,10 +39,11 @@ import time
 from datetime import UTC
 from pathlib import Path
 
-from bench.harness import REPO, record, verdicts
+from bench.harness import REPO, per_noop, record, verdicts
 
 SERVER = REPO / "scripts" / "services" / "spark_connect.sh"
-WARM_REPEATS = 3
+WARM_DATES = 5  # logical dates 2-6, after the DAG's date 1
+WARM_FIRST = 3  # warm_*_s: dates 2-4; warm_server_*_s: dates 3-6
 # 2% updates, 1% inserts, 1% deletes per warm logical date: 40 changed rows of 1k
 WARM_MUTATION = (0.02, 0.01, 0.01)
 
@@ -49,6 +53,11 @@ GOALS = {  # figure -> (goal text, predicate), from issue 25 (issue 11's were 20
     "warm_snapshot_s": ("<= 1.5 s", lambda v: v <= 1.5),
     "warm_diff_s": ("<= 1 s", lambda v: v <= 1),
     "warm_sync_s": ("<= 1 s", lambda v: v <= 1),
+    # issue 36: ratios to submit_noop_s of the same run, which the machine's speed does not move
+    "s7.connect_dag_vs_noop": ("<= 1.2x submit_noop_s", lambda r: r <= 1.2),
+    "s7.warm_server_snapshot_vs_noop": ("<= 0.2x submit_noop_s", lambda r: r <= 0.2),
+    "s7.warm_server_diff_vs_noop": ("<= 0.08x submit_noop_s", lambda r: r <= 0.08),
+    "s7.warm_server_sync_vs_noop": ("<= 0.08x submit_noop_s", lambda r: r <= 0.08),
 }
 
 
@@ -172,7 +181,7 @@ def _run_dag(home: Path, source: str) -> dict:
 
 
 def _warm(url: str, home: Path, source: str) -> dict:
-    """The three jobs again in one open Connect session, for WARM_REPEATS new logical dates."""
+    """The three jobs again in one open Connect session, for WARM_DATES new logical dates."""
     from airflow_reverse_etl.hooks.spark_job import spark_jobs_archive
     from spark_jobs.contract import change_set_fields
     from spark_jobs.entry import run
@@ -194,7 +203,7 @@ def _warm(url: str, home: Path, source: str) -> dict:
                 raise RuntimeError(f"warm {job} failed: {result['error']}")
             return result
 
-        for k in range(WARM_REPEATS):
+        for k in range(WARM_DATES):
             version = str(home / f"source-v{k + 2}.parquet")
             rows, counts = mutate(rows, 100 + k, *WARM_MUTATION)
             write_source(rows, version)
@@ -213,10 +222,11 @@ def _warm(url: str, home: Path, source: str) -> dict:
 
 
 def child(mode: str, url: str | None, out: Path) -> None:
-    from bench.orchestration import ROWS, environment, submit_noop
+    from bench.harness import airflow_environment, submit_noop
+    from bench.orchestration import ROWS
 
     home = Path(tempfile.mkdtemp(prefix=f"aretl-bench-latency-{mode}-"))
-    environment(home)
+    airflow_environment(home)
     if mode == "connect":
         os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps(
             {"conn_type": "spark_connect", "host": url.rsplit(":", 1)[0], "port": int(url.rsplit(":", 1)[1])})
@@ -268,13 +278,18 @@ def measure(work: Path) -> dict:
     submit = _run_child("submit", None, work)
     warm = connect["warm"]
     figures = {"connect_dag_wall_s": connect["dag"]["wall_s"], "submit_dag_wall_s": submit["dag"]["wall_s"]}
-    figures.update({f"warm_{job}_s": statistics.median(t) for job, t in warm["times"].items()})
-    figures["submit_noop_s"] = submit["submit_noop_s"]
+    figures.update({f"warm_{job}_s": statistics.median(t[:WARM_FIRST]) for job, t in warm["times"].items()})
+    figures.update({f"warm_server_{job}_s": statistics.median(t[1:]) for job, t in warm["times"].items()})
+    noop = figures["submit_noop_s"] = submit["submit_noop_s"]
     for mode, report in (("connect", connect), ("submit", submit)):
         figures.update({f"{mode}_{job}_job_s": s for job, s in sorted(report["dag"]["job_s"].items())})
     figures.update({f"warm_{job}_runs_s": t for job, t in warm["times"].items()})
     figures["warm_changes"] = warm["changed"]
-    return {"figures": figures,
+    ratios = {"s7.connect_dag_vs_noop": per_noop(figures["connect_dag_wall_s"], noop),
+              "s7.submit_dag_vs_noop": per_noop(figures["submit_dag_wall_s"], noop),
+              **{f"s7.warm_server_{job}_vs_noop": per_noop(figures[f"warm_server_{job}_s"], noop)
+                 for job in warm["times"]}}
+    return {"figures": figures, "ratios": ratios,
             "correct": {"connect_dag": connect["dag"]["correct"], "submit_dag": submit["dag"]["correct"],
                         "warm_runs": warm["correct"]}}
 

@@ -21,34 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.harness import REPO, Goals
+from bench.harness import Goals, airflow_environment, submit_noop
 
 ROWS = 1000
-NOOP_APP = """
-import sys
-if sys.argv[1:] == ["plain"]:  # no Delta: what the jars and the extension add is the difference
-    from pyspark.sql import SparkSession
-    spark = SparkSession.builder.getOrCreate()
-else:
-    from spark_jobs.session import build_session
-    spark = build_session()
-spark.range(1).count()
-spark.stop()
-"""
 
 GOALS: Goals = {"s5.overhead_per_task_s": ("<= 15 s per task", lambda r: r <= 15)}
-
-
-def environment(home: Path) -> None:
-    os.environ["AIRFLOW_HOME"] = str(home)
-    os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
-    os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(home / "dags")
-    os.environ["AIRFLOW__REVERSE_ETL__JARS_DIR"] = str(REPO / ".cache" / "jars")
-    os.environ["AIRFLOW__REVERSE_ETL__WAREHOUSE"] = str(home / "warehouse")
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    bin_dir = os.path.dirname(sys.executable)
-    os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
 
 
 DAG_FILE = """
@@ -84,29 +61,6 @@ def build_dag(home: Path, source: str):
     return module.dag
 
 
-DELTA_SESSION_CONF = ("spark.sql.extensions", "spark.sql.catalog.spark_catalog")
-
-
-def submit_noop(home: Path, jars: bool) -> float:
-    """Wall time of a spark-submit that only starts a Delta session: the fixed cost of every job.
-    ``jars=False`` starts a plain Spark session (no Delta jars, extension or catalog) for comparison."""
-    from airflow_reverse_etl.hooks.spark_job import SparkJobHook, spark_jobs_archive
-
-    hook = SparkJobHook()
-    jar_list, conf = hook._jars_and_conf()
-    app = home / "noop.py"
-    app.write_text(NOOP_APP)
-    argv = ["spark-submit", "--master", "local[*]", "--py-files", spark_jobs_archive()]
-    if jars and jar_list:
-        argv += ["--jars", jar_list]
-    for key, value in conf.items():
-        if jars or key not in DELTA_SESSION_CONF:
-            argv += ["--conf", f"{key}={value}"]
-    started = time.perf_counter()
-    subprocess.run(argv + [str(app)] + ([] if jars else ["plain"]), check=True, capture_output=True)
-    return round(time.perf_counter() - started, 2)
-
-
 def _import_seconds() -> float:
     started = time.perf_counter()
     subprocess.run([sys.executable, "-c", ("import airflow_reverse_etl.operators.sink, "
@@ -116,7 +70,7 @@ def _import_seconds() -> float:
 
 def measure(out: Path) -> dict:
     home = Path(tempfile.mkdtemp(prefix="aretl-bench-airflow-"))
-    environment(home)
+    airflow_environment(home)
     from bench import data
 
     source = str(home / "source.parquet")

@@ -30,22 +30,33 @@ NEW_KEY = "_aretl_new_key"  # the extract row's key is not in the table
 
 @dataclass(frozen=True)
 class Changes:
-    """The change rows a run MERGEs (a local checkpoint: computed once) and how many there are. When
-    the table stores row hashes, the rows carry theirs in ``ROW_HASH`` for the MERGE to store."""
+    """The change rows a run MERGEs (a local checkpoint: computed once) and how many there are, of
+    which ``new_keys`` are keys the table lacks (inserts) and ``vanished`` keys the extract lacks
+    (deletes); the rest update rows. When the table stores row hashes, the rows carry theirs in
+    ``ROW_HASH`` for the MERGE to store."""
 
     rows: Any
     count: int
+    new_keys: int = 0
+    vanished: int = 0
+
+    @property
+    def updated(self) -> int:
+        return self.count - self.new_keys - self.vanished
 
 
 def detect_changes(spark: SparkSession, uri: str, df: DataFrame, key: list[str], added: list[str],
-                    partition_by: list[str], renames: dict[str, str], where: str) -> tuple[Changes, int]:
+                    partition_by: list[str], renames: dict[str, str], where: str,
+                    table_rows: int | None = None) -> tuple[Changes, int]:
     """The key check and the change detection in one pass over the extract: fail on a null or
     duplicate key, else return the change rows (:func:`changed_rows`) and the extract's row count.
 
     Each extract row carries the number of extract rows with its key, counted on the partitioning
     the join with the table needs anyway (no second shuffle). Rows whose key is not unique are kept
     with the changes, so the check reads only the checkpointed change rows. The row count is the
-    table's (a count Delta answers from its log) plus new keys minus vanished ones. ``renames``
+    table's plus new keys minus vanished ones; the table's is ``table_rows`` when the caller knows it
+    (the count its newest snapshot commit recorded), else a count Delta answers from its log, which
+    still costs a Spark job and a pass over the table's file list (~0.5 s warm at 1k rows). ``renames``
     (old -> new) not yet applied to the table: its columns are read under their new names. The
     change rows are a local checkpoint: the MERGE reads them as they are, without copying them first
     (merge_into's ``checkpointed``) and without re-reading the source."""
@@ -56,10 +67,11 @@ def detect_changes(spark: SparkSession, uri: str, df: DataFrame, key: list[str],
     sign = F.when(F.col(VANISHED), -1).when(F.col(NEW_KEY), 1).otherwise(0)
     per_key = changes.groupBy(*key).agg(F.coalesce(F.max(EXTRACT_ROWS), F.lit(0)).alias("count"),
                                         F.sum(sign).alias("delta"))
-    totals = check_key_counts(per_key, key, where, delta=F.sum("delta"), changed=F.count(F.lit(1)))
-    rows = table.count() + int(totals["delta"] or 0)
+    totals = check_key_counts(per_key, key, where, delta=F.sum("delta"), changed=F.count(F.lit(1)),
+                              new_keys=F.count_if(F.col("delta") > 0), vanished=F.count_if(F.col("delta") < 0))
+    rows = (table.count() if table_rows is None else table_rows) + int(totals["delta"] or 0)
     kept = changes.drop(NEW_KEY, EXTRACT_ROWS, *([] if has_row_hash(table.columns) else [ROW_HASH]))
-    return Changes(kept, int(totals["changed"] or 0)), rows
+    return Changes(kept, int(totals["changed"] or 0), int(totals["new_keys"] or 0), int(totals["vanished"] or 0)), rows
 
 
 def changed_rows(table: DataFrame, df: DataFrame, key: list[str], added: list[str], partition_by: list[str],

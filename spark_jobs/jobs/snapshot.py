@@ -310,12 +310,20 @@ def _merge_extract(run: _Run, df: DataFrame) -> dict[str, Any]:
     table_schema = read_table(spark, run.uri).schema
     renames = pending_renames(spec.renames, table_schema.names, df.columns, f"Snapshot {name}")
     df, added = align_schema(table_schema, df, name, spec.allow_schema_evolution, renames)
-    changes, rows = detect_changes(spark, run.uri, df, key, added, spec.partition_by, renames, f"Snapshot {name}")
+    changes, rows = detect_changes(spark, run.uri, df, key, added, spec.partition_by, renames, f"Snapshot {name}",
+                                   _recorded_rows(run.head))
     metadata = run.metadata_with(rows=rows)
     if renames:  # metadata-only commits of their own, before the snapshot's
         base = apply_renames(spark, run.uri, renames, spec.run_id, base)
     with commit_metadata(spark, metadata), on_top_of(spark, base):
         return _merge(spark, run.uri, df, key, added, metadata, base, spec.partition_by, changes=changes)
+
+
+def _recorded_rows(head: dict[str, Any] | None) -> int | None:
+    """The table's row count as its newest commit recorded it, when that commit is a snapshot's (a
+    restore, a rename or a maintenance commit records none); None: count the table."""
+    rows = head["metadata"].get("rows") if head is not None and head["metadata"].get("job") == "snapshot" else None
+    return rows if isinstance(rows, int) else None
 
 
 def _write_first(run: _Run, df: DataFrame) -> None:
@@ -371,10 +379,7 @@ def _merge(spark: SparkSession, uri: str, df: DataFrame, key: list[str], added: 
         on = pruned(on, current, partition_by)
     # the rows carry their hash when the table stores hashes (detect_changes dropped it otherwise)
     sets = {f"`{c}`": f"s.`{c}`" for c in [*values, *([ROW_HASH] if ROW_HASH in rows.columns else [])]}
-    clauses = [f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE"]
-    if values:
-        clauses.append("WHEN MATCHED THEN UPDATE SET " + assignments(sets))
-    clauses.append("WHEN NOT MATCHED THEN INSERT " + insert_values({**{f"`{c}`": f"s.`{c}`" for c in key}, **sets}))
+    clauses = _clauses(changes, key, sets, updates=bool(values), full=bool(added))
     if added:  # the MERGE adds the new columns to the table
         spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
     try:
@@ -384,6 +389,25 @@ def _merge(spark: SparkSession, uri: str, df: DataFrame, key: list[str], added: 
         if added:
             spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
     return own_commit_or_empty(spark, uri, metadata, base)
+
+
+def _clauses(changes: Changes, key: list[str], sets: dict[str, str], updates: bool, full: bool) -> list[str]:
+    """The MERGE's clauses (``sets``: column -> value of a written row) for the kinds of change there
+    are: no update clause when the table has no value columns (``updates`` false), all the others when
+    ``full`` (a MERGE that adds columns adds them whatever it writes). A day that only inserts is an
+    insert-only MERGE and a day that inserts nothing a matched-only one: shapes Delta runs as one anti
+    join or one inner join of the change rows with the table, where a MERGE that may both update and
+    insert first finds the touched files, then joins them again, keeping every change row (an outer
+    join). Issue 36 measured them in ``bench/README.md``."""
+    clauses = []
+    if full or changes.vanished:
+        clauses.append(f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE")
+    if updates and (full or changes.updated):
+        clauses.append("WHEN MATCHED THEN UPDATE SET " + assignments(sets))
+    if full or changes.new_keys:
+        clauses.append("WHEN NOT MATCHED THEN INSERT "
+                       + insert_values({**{f"`{c}`": f"s.`{c}`" for c in key}, **sets}))
+    return clauses
 
 
 def _result(wh: Warehouse, rel: str, entry: dict[str, Any], source: dict[str, Any], reused: bool,

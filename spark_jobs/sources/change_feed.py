@@ -29,6 +29,7 @@ An upsert-kafka topic (:mod:`.upsert_kafka`) is the same idea with offsets inste
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spark_jobs.delta.change_sets import AFTER_TYPES, BEFORE_TYPES, net_changes
@@ -121,7 +122,8 @@ def apply(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str],
                           "read a full extract instead.") from None
     cdf = cdf.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        metadata["rows"] = previous_rows + _check_changed_keys(spark, uri, cdf, key, f"Snapshot {name}")
+        kinds = _check_changed_keys(spark, uri, cdf, key, f"Snapshot {name}")
+        metadata["rows"] = previous_rows + kinds.delta
         values = [c for c in cdf.columns if c not in key and c not in CDF_COLUMNS]
         net = net_changes(cdf, key, values, values)
         changes = net.where("_change_type <> 'update_preimage'")
@@ -131,14 +133,10 @@ def apply(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str],
         on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
         if partition_by:
             on = pruned(on, net.where(F.col("_change_type").isin(*BEFORE_TYPES)), partition_by)
-        clauses = ["WHEN MATCHED AND s._change_type = 'delete' THEN DELETE"]
-        if values:
-            clauses.append(f"WHEN MATCHED AND s._change_type <> 'delete' AND NOT ({unchanged(written)}) "
-                           "THEN UPDATE SET " + assignments({f"`{c}`": f"s.`{c}`" for c in written}))
-        clauses.append("WHEN NOT MATCHED AND s._change_type <> 'delete' THEN INSERT "
-                       + insert_values({f"`{c}`": f"s.`{c}`" for c in key + written}))
+        clauses = _clauses(kinds, key, values, written)
         with commit_metadata(spark, metadata):
-            merge_into(spark, uri, changes, on, *clauses, checkpointed=True, key=key)
+            if clauses:  # else no key changed in net (inserted and deleted again): nothing to MERGE
+                merge_into(spark, uri, changes, on, *clauses, checkpointed=True, key=key)
             entry = own_commit_or_empty(spark, uri, metadata, base)
     finally:
         cdf.unpersist()
@@ -146,11 +144,41 @@ def apply(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str],
     return entry
 
 
-def _check_changed_keys(spark: SparkSession, uri: str, cdf: DataFrame, key: list[str], where: str) -> int:
-    """Fail if a change leaves a null or duplicate key; return the change in the row count.
+@dataclass(frozen=True)
+class _Kinds:
+    """What the changes do to the table, per key: the change in its row count (``delta``), and how many
+    keys they insert, delete, and keep (updated, or changed and changed back)."""
+
+    delta: int
+    inserts: int
+    deletes: int
+    kept: int
+
+
+def _clauses(kinds: _Kinds, key: list[str], values: list[str], written: list[str]) -> list[str]:
+    """The MERGE's clauses for the kinds of net change there are: a range that only inserts is an
+    insert-only MERGE and one that inserts nothing a matched-only one, as in the snapshot's full
+    extract (:func:`spark_jobs.jobs.snapshot._clauses`). A net update is of a key the source had at
+    the version the table recorded, so the table has it: without inserts, no row needs the insert
+    clause."""
+    clauses = []
+    if kinds.deletes:
+        clauses.append("WHEN MATCHED AND s._change_type = 'delete' THEN DELETE")
+    if values and kinds.kept:
+        clauses.append(f"WHEN MATCHED AND s._change_type <> 'delete' AND NOT ({unchanged(written)}) "
+                       "THEN UPDATE SET " + assignments({f"`{c}`": f"s.`{c}`" for c in written}))
+    if kinds.inserts:
+        clauses.append("WHEN NOT MATCHED AND s._change_type <> 'delete' THEN INSERT "
+                       + insert_values({f"`{c}`": f"s.`{c}`" for c in key + written}))
+    return clauses
+
+
+def _check_changed_keys(spark: SparkSession, uri: str, cdf: DataFrame, key: list[str], where: str) -> _Kinds:
+    """Fail if a change leaves a null or duplicate key; return what the changes do per key.
 
     The table holds each key at most once (it was checked when recorded), so per changed key the
-    count after the range is 1 if the table has it, else 0, plus inserted minus removed images.
+    count after the range is 1 if the table has it, else 0, plus inserted minus removed images: a key
+    the table lacks and the range adds is an insert, one it has and the range removes a delete.
     One aggregation over the changes, joined to the table's keys; a handful of rows come back.
     """
     from pyspark.sql import functions as F
@@ -160,5 +188,9 @@ def _check_changed_keys(spark: SparkSession, uri: str, cdf: DataFrame, key: list
     table_keys = spark.read.format("delta").load(uri).select(*key).withColumn("_in_table", F.lit(1))
     per_key = (table_keys.join(F.broadcast(per_key), key, "right")
                .withColumn("count", F.coalesce("_in_table", F.lit(0)) + F.col("delta")))
-    totals = check_key_counts(per_key, key, where, what="changed row(s)", delta=F.sum("delta"))
-    return int(totals["delta"] or 0)
+    in_table = F.col("_in_table").isNotNull()
+    totals = check_key_counts(per_key, key, where, what="changed row(s)", delta=F.sum("delta"),
+                              inserts=F.count_if(~in_table & (F.col("delta") > 0)),
+                              deletes=F.count_if(in_table & (F.col("delta") < 0)),
+                              kept=F.count_if(in_table & (F.col("delta") == 0)))
+    return _Kinds(*(int(totals[name] or 0) for name in ("delta", "inserts", "deletes", "kept")))
