@@ -42,7 +42,7 @@ with DAG(
     max_active_runs=1,
     tags=["reverse-etl", "example", "live"],
     doc_md=__doc__,
-):
+) as dag:
     snapshot = SnapshotOperator(task_id="snapshot_orders", name="live_orders", primary_key="order_id",
                                 source={"format": "delta", "path": SOURCE, "cdf": True})
     diff = DiffOperator(task_id="diff_orders", snapshot=snapshot.output, consumer="crm")

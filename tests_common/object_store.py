@@ -28,14 +28,40 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def s3_endpoint():
-    from moto.server import ThreadedMotoServer
+def s3_endpoint(tmp_path_factory) -> Iterator[str]:
+    """moto's S3 server in a process of its own: in a thread of the test process, a client in that
+    process that holds the GIL while it waits on the server (delta-rs' listings do) waits for ever —
+    the cluster test's reads stalled 180 s and failed that way."""
+    import time
+    import urllib.error
+    import urllib.request
 
     port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with log.open("wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                  stdout=out, stderr=subprocess.STDOUT)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/", timeout=2).close()
+                break
+            except urllib.error.HTTPError:  # it answers
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto's S3 server did not start: {log.read_text()[-2000:]}") from None
+                time.sleep(0.2)
+        yield endpoint
+    finally:
+        server.terminate()
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 def aws_environment(monkeypatch: pytest.MonkeyPatch, endpoint: str) -> None:
