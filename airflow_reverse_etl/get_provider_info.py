@@ -119,7 +119,8 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "triggers": [
             {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.triggers.delta_version",
-                                                                   "airflow_reverse_etl.triggers.delta_commit"]}
+                                                                   "airflow_reverse_etl.triggers.delta_commit",
+                                                                   "airflow_reverse_etl.triggers.spark_driver"]}
         ],
         "hooks": [
             {"integration-name": "Reverse ETL", "python-modules": ["airflow_reverse_etl.hooks.spark_job",

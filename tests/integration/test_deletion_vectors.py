@@ -6,19 +6,18 @@ so does a user's own Delta source with them on. A reader that ignored the vector
 rows twice (old and new image) or see deleted rows; one that cannot read the table feature fails. So
 the snapshot table here is written by the real jobs from a Delta source that itself has deletion
 vectors and Change Data Feed, both tables are checked to hold vectors, and each reader must see what
-Spark sees: the snapshot job's own reads (Spark), the sensor's commit-log reader (fsspec), the live
-trigger's log follower (delta-rs) and the UI's table reader (delta-rs' SQL engine). The one reader
-that cannot read deletion vectors, delta-rs' plain pyarrow dataset, reads only the system tables the
-jobs append to from their driver, which never have them.
+Spark sees: the snapshot job's own reads (Spark), the sensor's and the live trigger's commit-log
+readers (fsspec) and the driver-side table reader the UI and the jobs' bookkeeping use
+(:func:`spark_jobs.contract.delta_tables.read_rows`: delta-rs' SQL engine, which honours the vectors
+where its plain pyarrow dataset refuses such tables).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from airflow_reverse_etl.delta_log import find_version
-from airflow_reverse_etl.delta_tables import LogFollower
-from airflow_reverse_etl.ui.tables import read_rows
+from airflow_reverse_etl.delta_log import LogFollower, find_version
+from airflow_reverse_etl.ui.app import table_rows
 from spark_jobs.contract import change_set_fields
 from spark_jobs.delta.row_hash import read_table
 from tests_common.jobs import job, rows_of
@@ -79,29 +78,11 @@ def test_the_live_trigger_follows_logs_with_deletion_vectors(spark, lake):
     for uri in (lake["source"], lake["snapshot"]):
         head = spark.sql(f"DESCRIBE HISTORY delta.`{uri}` LIMIT 1").collect()[0]["version"]
         assert follower.head_version(uri) == head, uri
-    newest = follower.newest_commits(lake["snapshot"], 1)[0]
+    newest = next(follower.newest_commits(lake["snapshot"], 1))
     assert (newest["version"], newest["metadata"]["logical_date"]) == (lake["day_2_version"], DAY_2)
 
 
 def test_the_ui_reader_sees_what_spark_sees(spark, lake):
     for uri in (lake["source"], lake["snapshot"]):
-        seen = sorted(tuple(row[c] for c in COLUMNS) for row in read_rows(uri, COLUMNS))
+        seen = sorted(tuple(row[c] for c in COLUMNS) for row in table_rows(uri, COLUMNS))
         assert seen == rows_of(read_table(spark, uri).select(*COLUMNS)), uri
-
-
-def test_the_tables_read_as_pyarrow_datasets_have_no_deletion_vectors(lake):
-    import pyarrow as pa
-
-    from spark_jobs.delta import driver_tables
-
-    for name in ("consumers", "runs", "lineage"):
-        uri = f"{lake['warehouse']}/_system/{name}"
-        assert not deletion_vectors_enabled(uri), name
-        table = driver_tables.open_table(uri)
-        assert table is not None and driver_tables.read(table, pa.schema([])).num_rows > 0, name
-    # the reader they use refuses a table with deletion vectors: were a system table given them, the
-    # consumer positions would become unreadable
-    from deltalake import DeltaTable
-
-    with pytest.raises(Exception, match="(?i)deletion ?vector"):
-        DeltaTable(lake["snapshot"]).to_pyarrow_dataset().to_table()

@@ -57,7 +57,7 @@ def delta_rows(uri: str, *columns: str) -> list[tuple]:
     import pyarrow.dataset as ds
     import s3fs
 
-    from spark_jobs.delta.driver_tables import open_table
+    from spark_jobs.contract.delta_tables import open_table
 
     table = open_table(uri)
     assert table is not None, f"no Delta table at {uri}"

@@ -15,7 +15,7 @@ from demo_customers import SOURCE_BY_DAY
 from tests_common.emulators.braze import BrazeApi
 from tests_common.emulators.hubspot import HubSpotApi
 from airflow_reverse_etl.ui import page, summary
-from airflow_reverse_etl.ui.tables import read_rows
+from airflow_reverse_etl.ui.app import table_rows
 from tests_common.demo import load_demo
 from tests_common.emulators.salesforce import SalesforceApi
 
@@ -83,7 +83,7 @@ def test_the_demo_customers_reach_salesforce_hubspot_and_braze_and_no_secret_is_
     assert salesforce.requests_to("DELETE", "composite/sobjects$")
 
     # the syncs page (what Airflow's Reverse ETL view renders) shows the three, two green runs each
-    runs = read_rows(str(tmp_path / "warehouse" / "_system" / "runs"), summary.RUN_COLUMNS)
+    runs = table_rows(str(tmp_path / "warehouse" / "_system" / "runs"), summary.RUN_COLUMNS)
     syncs = {s.destination: s for s in summary.summarise(runs, [])}
     assert set(syncs) == {"salesforce:Contact", "hubspot:contacts", "braze"}
     assert all((s.runs, s.failed, s.totals["deleted"]) == (2, 0, 1) for s in syncs.values())
