@@ -11,6 +11,7 @@ second sync sends it again without duplicating anything.
 from __future__ import annotations
 
 import math
+import os
 import sqlite3
 from decimal import Decimal
 
@@ -122,13 +123,16 @@ def test_a_key_too_long_for_the_postgres_index_is_rejected_not_fatal(spark, ware
     assert pg.rows() == [("a", "ann"), ("b", "bob")]
 
 
-@pytest.mark.fault("bad input", "NaN primary key into SQLite, sent twice")
-def test_a_nan_key_is_upserted_not_duplicated_in_sqlite(spark, warehouse, tmp_path):
-    """Stored as NULL, a NaN key matched nothing on the next upsert, so every resend added a row."""
-    database = str(tmp_path / "dest.db")
-    destination = {"type": "sqlite", "database": database, "table": "readings"}
-    p = Pipeline(spark, warehouse, tmp_path, schema="k DOUBLE, v STRING", key=("k",))
-    p.sync(p.step([(math.nan, "a"), (1.0, "b")]), destination)
-    p.sync(p.diff("crm", full_resync=True), destination)
-    with sqlite3.connect(database) as conn:
-        assert sorted(conn.execute("SELECT k, v FROM readings"), key=lambda row: row[1]) == [("NaN", "a"), (1.0, "b")]
+@pytest.mark.fault("bad input", "NaN primary key (a floating-point key)")
+def test_a_floating_point_key_is_refused_before_anything_is_written(spark, warehouse, tmp_path):
+    """Stored as NULL, a NaN key once matched nothing on the next upsert, so every resend added a row
+    to SQLite. A floating-point key is now refused on the first snapshot, naming why (issue 33)."""
+    from tests_common.jobs import job_error
+
+    source = tmp_path / "readings"
+    spark.createDataFrame([(math.nan, "a"), (1.0, "b")], "k DOUBLE, v STRING").write.parquet(str(source))
+    error = job_error(spark, "snapshot", warehouse, name="readings", primary_key=["k"],
+                      source={"format": "parquet", "path": str(source)})
+    assert (error["type"], error["retryable"]) == ("ConfigError", False)
+    assert "k is double" in error["message"] and "NaN" in error["message"] and "Nothing was written" in error["message"]
+    assert not os.path.exists(os.path.join(str(warehouse), "snapshots", "readings", "_delta_log"))

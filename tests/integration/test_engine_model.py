@@ -34,13 +34,18 @@ from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 from spark_jobs.contract import change_set_fields
+from spark_jobs.delta.row_hash import quoted
 from tests_common.jobs import job, job_error, rows_of
 from tests_common.key_values import TYPES, as_sqlite, utc_naive
 
 #: Per profile: Hypothesis examples of each model, and the independent histories in each example.
-PROFILES = {"ci": {"examples": 8, "lanes": 14, "keys": 16}, "long": {"examples": 800, "lanes": 14, "keys": 16}}
+#: The CI profile draws the same examples on every run (derandomized: the suite's verdict does not depend
+#: on the draw); ``ARETL_HYPOTHESIS_PROFILE=long`` explores with fresh random draws.
+PROFILES = {"ci": {"examples": 4, "lanes": 14, "keys": 16, "derandomize": True},
+            "long": {"examples": 800, "lanes": 14, "keys": 16, "derandomize": False}}
 PROFILE = PROFILES[os.environ.get("ARETL_HYPOTHESIS_PROFILE", "ci")]
 settings.register_profile("model", max_examples=PROFILE["examples"], deadline=None, database=None,
+                          derandomize=PROFILE["derandomize"],
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
                           print_blob=True)
 MODEL = settings.get_profile("model")
@@ -51,8 +56,8 @@ MODEL = settings.get_profile("model")
 #: Characters of generated column names: letters of several scripts, quotes, backquotes and other
 #: punctuation Delta accepts in a name (it refuses `` ,;{}()\n\t=`` and a dot means a struct field).
 NAME_ALPHABET = "abcXYZ_ßéñ漢字ы'\"`-#$@!?+*&%~^|<>"
-names = st.text(NAME_ALPHABET, min_size=1, max_size=5).filter(
-    lambda n: n.lower() not in ("lane", "_change_type", "_commit_version", "_commit_timestamp", "_op", "_change",
+names = st.text(NAME_ALPHABET, min_size=1, max_size=5).filter(  # "*" is refused (spark_jobs.delta.columns)
+    lambda n: n.lower() not in ("*", "lane", "_change_type", "_commit_version", "_commit_timestamp", "_op", "_change",
                                 "_key", "_aretl_row_hash"))
 TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=6)
 #: value column types: (Arrow type, values, nulls included)
@@ -160,7 +165,7 @@ class SnapshotRun:
 
     def table(self) -> Counter:
         frame = self.spark.read.format("delta").load(f"{self.warehouse}/snapshots/{self.name}")
-        return Counter(rows_of(frame.select(*self.key, *self.values)))
+        return Counter(rows_of(frame.select(*(quoted(c) for c in [*self.key, *self.values]))))
 
     def versions(self) -> int | None:
         """The table's newest version; None before its first."""
@@ -351,3 +356,6 @@ def test_the_wide_tables_partial_update_agrees_with_the_model(spark, model_root,
         expected = sorted(((key, *(row[f] for f in FIELDS)) for key, events in happened.items()
                            if (row := fold(events))["exists"]), key=repr)
         assert sorted(run.widen(), key=repr) == expected, f"run {number}"
+        for key, events in happened.items():  # a key without a row keeps no state into the next run
+            if not fold(events)["exists"]:
+                events.clear()

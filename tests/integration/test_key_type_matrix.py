@@ -115,8 +115,9 @@ class Lake:
     def date(self, day: int) -> str:
         return f"2026-03-{day + 1:02d}T00:00:00+00:00"
 
-    def job(self, name: str, **spec: Any) -> dict[str, Any]:
-        return job(self.spark, name, self.warehouse, **spec)
+    def job(self, kind: str, **spec: Any) -> dict[str, Any]:
+        """Run the job ``kind`` (its spec may name a table ``name``)."""
+        return job(self.spark, kind, self.warehouse, **spec)
 
     def parquet(self, name: str, table: pa.Table) -> dict[str, Any]:
         import pyarrow.parquet as pq

@@ -32,6 +32,7 @@ from typing import Any
 
 import pendulum
 import pytest
+from demo_customers import SOURCE_BY_DAY
 
 from tests_common.connect_pipeline import ConnectPipeline
 from tests_common.demo import load_demo, load_example, task_xcom
@@ -87,16 +88,21 @@ async def first_event(trigger) -> dict[str, Any]:
     raise AssertionError("the trigger ended without an event")
 
 
-def run_topology(warehouse: str, tmp_path: Path, monkeypatch, live_dag: bool) -> dict[str, Any]:
+def run_topology(warehouse: str, tmp_path: Path, monkeypatch, live_dag: bool,
+                 executors_deliver: bool = False) -> dict[str, Any]:
     """The demo DAG for :data:`DAY`, a wide-table step and a live sync, every table on ``warehouse``;
     asserts each destination and table, returns the demo sync's job result. ``live_dag``: the live
     sync runs the whole live_orders DAG, else only its snapshot (the job that reads the source on S3),
-    after which the watcher must find nothing left to fire for."""
+    after which the watcher must find nothing left to fire for. ``executors_deliver``: the demo's sync
+    delivers from the executors (its five records would otherwise go from the driver)."""
     demo = load_demo(monkeypatch, tmp_path, warehouse=warehouse)
+    if executors_deliver:
+        sync_task = demo.dag.get_task("sync_crm")
+        sync_task.delivery = {**(sync_task.delivery or {}), "driver_max_records": 0}
     run = demo.dag.test(logical_date=pendulum.parse(DAY))
     assert {ti.task_id: str(ti.state) for ti in run.get_task_instances()} == dict.fromkeys(
         ("extract_customers", "snapshot_customers", "diff_customers", "sync_crm"), "success")
-    expected = [(key, *values[:4]) for key, values in sorted(demo.SOURCE_BY_DAY[DAY].items())]
+    expected = [(key, *values[:4]) for key, values in sorted(SOURCE_BY_DAY[DAY].items())]
     assert rows(demo.CRM_DATABASE, "SELECT contact_id, full_name, email, city, segment FROM crm_contacts "
                                    "ORDER BY contact_id") == expected
     sync = task_xcom(run, "sync_crm")
@@ -104,7 +110,7 @@ def run_topology(warehouse: str, tmp_path: Path, monkeypatch, live_dag: bool) ->
 
     widen(warehouse)
     assert delta_rows(f"{warehouse}/wide/customer_wide", "customer_id", "city") == [
-        (key, values[2]) for key, values in sorted(demo.SOURCE_BY_DAY[DAY].items())]
+        (key, values[2]) for key, values in sorted(SOURCE_BY_DAY[DAY].items())]
 
     live_sync(warehouse, tmp_path, monkeypatch, live_dag)
     return sync
@@ -147,21 +153,28 @@ def live_sync(warehouse: str, tmp_path: Path, monkeypatch, whole_dag: bool) -> N
 
 def test_the_pipeline_on_the_standalone_cluster_on_s3(airflow_db, spark_cluster, cluster_client, s3_lake: S3Lake,
                                                       tmp_path, monkeypatch):
-    """spark-submit (client mode) on the cluster: the drivers here, the executors on the worker, all
-    reading and writing s3a:// through the connector on their classpath."""
+    """The demo DAG, unchanged but for its warehouse, with a wide-table step and a live snapshot, as
+    spark-submits (client mode) on the cluster: the drivers here, the executors on the worker, all
+    reading and writing s3a:// through the connector on their classpath. The executors' Python lacks
+    this project (tests/integration/test_cluster.py checks that premise), so the sync, delivering from
+    the executors here, could only run because ``spark_jobs`` was shipped with ``--py-files``."""
     cluster_client.configure({**s3_lake.spark_conf, "spark.driver.extraClassPath": s3_lake.classpath,
                               "spark.executor.extraClassPath": s3_lake.classpath})
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", spark_cluster.master_url)
     warehouse = s3_lake.warehouse("cluster")
 
-    sync = run_topology(warehouse, tmp_path, monkeypatch, live_dag=False)
+    sync = run_topology(warehouse, tmp_path, monkeypatch, live_dag=False, executors_deliver=True)
 
-    assert sync["spark"]["master"] == spark_cluster.master_url
+    assert sync["spark"] == {"master": spark_cluster.master_url, "deploy_mode": "client",
+                             "application_id": sync["spark"]["application_id"],
+                             "ui_url": sync["spark"]["ui_url"]}  # the driver UI, for the extra link
     apps = cluster_client.applications()
     assert len(apps) == 5, [a["name"] for a in apps]  # demo 3, widen 1, live snapshot 1: all on the cluster
     for app in apps:  # ...with work in the worker's executors, and no key in any of their settings
         assert app["task_executors"] and "driver" not in app["task_executors"], app["name"]
         assert "aretl-test-secret" not in str(app["properties"]), app["name"]
+        assert app["properties"]["spark.submit.pyFiles"].endswith(".zip"), app["name"]
+    assert cluster_client.executor_python_launches() >= 1  # the sink's Python workers, through that Python
 
 
 @pytest.mark.timeout(600)

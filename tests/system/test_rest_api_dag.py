@@ -55,7 +55,8 @@ def test_the_example_dag_syncs_to_an_api_without_a_preset_and_alerts_on_rejects(
     [mail] = smtp_server.messages
     assert mail["Subject"] == "1 customers refused by Contacts API" and mail["To"] == "data-team@example.com"
     body = smtp_server.text(mail)
-    assert "1 of 4 records (25.0%) of snapshots/customers (version 0) were rejected by rest:" in body
+    assert ("1 of 4 records (25.0%) of snapshots/customers (version 0) were rejected by rest "
+            "(consumer contacts_api);") in body
     assert "1 × HTTP 422: email '…' is not a valid address" in body
     assert "Syncs page: http://localhost:8080/plugin/reverse-etl" in body
     assert "navy.mil" not in body and "Grace" not in body  # counts and reasons, never the record's data
