@@ -2,7 +2,7 @@
 
 A snapshot's columns travel through Delta (which, without column mapping, refuses ``' ,;{}()\\n\\t='``
 in a name), the diff and the sinks (which address columns by name, where a dot means a struct field
-and a name ``*`` every column).
+a name ``*`` every column and a backquote a quoted name).
 A name that cannot make the whole trip is refused when the snapshot is taken, with nothing written,
 instead of failing a later job with Spark's raw analysis error.
 
@@ -51,10 +51,12 @@ def check_column_names(columns: list[str], where: str) -> None:
             f"{where}: column name(s) {odd} cannot be recorded: Delta tables and the diff refuse the characters "
             f"{FORBIDDEN_CHARACTERS!r} in a name. Rename them in the source (a JDBC query with AS, a view) and "
             "give the destination its names with the sink's field_mapping. Nothing was written.")
-    if "*" in columns:  # Spark's Column API reads the name as "every column" (a groupBy(*key) fails)
+    unaddressable = [c for c in columns if c == "*" or "`" in c]
+    if unaddressable:  # Spark's Column API parses a name: '*' is every column, a backquote quotes
         raise ConfigError(
-            f"{where}: a column is named '*', which Spark reads as 'every column' wherever it names a column. "
-            "Rename it in the source (a JDBC query with AS, a view). Nothing was written.")
+            f"{where}: column name(s) {unaddressable} cannot be named to Spark as plain column names ('*' means "
+            "every column, a backquote starts a quoted name). Rename them in the source (a JDBC query with AS, a "
+            "view). Nothing was written.")
     reserved = [c for c in columns if c in RESERVED]
     if reserved:
         raise ConfigError(

@@ -127,6 +127,12 @@ class ChangeBatch(Sequence[ChangeRecord]):
 NOT_UTF8 = "_not_utf8"
 
 
+#: ``to_json``'s options for a record: nulls kept, and timestamps to the microsecond Spark holds (its
+#: default pattern stops at milliseconds, so ``…00.123456`` would reach a destination as ``…00.123``).
+JSON_OPTIONS = {"ignoreNullFields": "false", "timestampFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX",
+                "timestampNTZFormat": "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"}
+
+
 def with_json(frame: DataFrame, key_fields: Sequence[str], fields: Sequence[str]) -> DataFrame:
     """The operations as ``_op``, ``_change``, ``_key``, ``_key_json`` and ``_data_json``: the key and
     the row as compact JSON objects with sorted field names and nulls kept (``{"id":1}``,
@@ -138,7 +144,7 @@ def with_json(frame: DataFrame, key_fields: Sequence[str], fields: Sequence[str]
     from pyspark.sql.types import StringType
 
     def as_json(names: Sequence[str]) -> Column:
-        return F.to_json(F.struct(*[F.col(f"`{n}`") for n in sorted(names)]), {"ignoreNullFields": "false"})
+        return F.to_json(F.struct(*[F.col(f"`{n}`") for n in sorted(names)]), JSON_OPTIONS)
 
     is_delete = F.col("_op") == "delete"
     texts = [f.name for f in frame.schema if f.name in fields and isinstance(f.dataType, StringType)]

@@ -53,9 +53,10 @@ MODEL = settings.get_profile("model")
 
 # --- generated schemas, values and histories -----------------------------------------------------------
 
-#: Characters of generated column names: letters of several scripts, quotes, backquotes and other
-#: punctuation Delta accepts in a name (it refuses `` ,;{}()\n\t=`` and a dot means a struct field).
-NAME_ALPHABET = "abcXYZ_ßéñ漢字ы'\"`-#$@!?+*&%~^|<>"
+#: Characters of generated column names: letters of several scripts, quotes and other punctuation
+#: Delta accepts in a name (it refuses `` ,;{}()\n\t=``; a dot, a backquote and the name ``*`` are
+#: refused by the snapshot: spark_jobs.delta.columns).
+NAME_ALPHABET = "abcXYZ_ßéñ漢字ы'\"-#$@!?+*&%~^|<>"
 names = st.text(NAME_ALPHABET, min_size=1, max_size=5).filter(  # "*" is refused (spark_jobs.delta.columns)
     lambda n: n.lower() not in ("*", "lane", "_change_type", "_commit_version", "_commit_timestamp", "_op", "_change",
                                 "_key", "_aretl_row_hash"))
@@ -356,6 +357,6 @@ def test_the_wide_tables_partial_update_agrees_with_the_model(spark, model_root,
         expected = sorted(((key, *(row[f] for f in FIELDS)) for key, events in happened.items()
                            if (row := fold(events))["exists"]), key=repr)
         assert sorted(run.widen(), key=repr) == expected, f"run {number}"
-        for key, events in happened.items():  # a key without a row keeps no state into the next run
+        for events in happened.values():  # a key without a row keeps no state into the next run
             if not fold(events)["exists"]:
                 events.clear()

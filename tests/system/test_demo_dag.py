@@ -3,8 +3,9 @@
 updates and deletes arrive in the SQLite CRM exactly, and every job's result (the task's XCom) has
 the same shape.
 
-The same DAG with every task a cold spark-submit is tests/integration/test_object_store_spark.py (one date, submitted to a
-real standalone cluster, the sink shipped to executors without the project); the local spark-submit
+The same DAG with every task a cold spark-submit is tests/integration/test_object_store_spark.py (one
+date, submitted to a real standalone cluster, its warehouse on S3, the sink shipped to executors
+without the project); the local spark-submit
 path of single jobs is in test_hook, test_errors, test_sink_secrets and the crash tests. A local
 spark-submit run of this DAG here as well cost 80 s of CI per run and showed nothing those do not."""
 
