@@ -140,7 +140,8 @@ class DeltaOptions(SchemaEvolutionOptions):
     format: Literal["delta", "parquet"] = option("delta", doc="the table format")
 
 
-#: The options of each built-in sink, by the name it is registered under (setup.cfg's entry points).
+#: The options of each built-in sink, by the name it is registered under (setup.cfg's entry points; the
+#: sink's own ``name`` and ``options_class`` say the same, held by tests/project/test_sink_registry.py).
 BUILT_IN: dict[str, type[SinkOptions]] = {
     "sqlite": SqliteOptions, "postgres": PostgresOptions, "http": HttpOptions, "kafka": KafkaOptions,
     "delta": DeltaOptions, "rest": RestOptions, "salesforce": SalesforceOptions, "hubspot": HubSpotOptions,
