@@ -11,7 +11,7 @@ from airflow_reverse_etl.connections import connection_address, destination_sett
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from airflow_reverse_etl.lineage import destination_asset_uri, destination_dataset
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
-from spark_jobs.contract.destinations import TARGET_KEYS
+from spark_jobs.contract.destinations import destination_target
 from spark_jobs.contract import SyncSpec, change_set_fields, resolved_at_run_time
 from spark_jobs.contract.options import SinkTemplate
 from spark_jobs.contract.rest import map_sink_templates
@@ -184,7 +184,7 @@ def destination_alias(destination: dict[str, Any], conn_id: str | None, task_id:
     the destination is templated."""
     if resolved_at_run_time(destination):
         return AssetAlias(name=f"reverse_etl:sink:{task_id}")
-    target = next((destination[k] for k in TARGET_KEYS if destination.get(k)), "")
+    target = destination_target(destination)
     database = f"{destination['database']}." if destination.get("database") else ""
     via = f"@{conn_id}" if conn_id else ""
     return AssetAlias(name=f"reverse_etl:sink:{destination.get('type')}:{database}{target}{via}")

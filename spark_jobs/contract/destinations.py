@@ -140,7 +140,8 @@ class DeltaOptions(SchemaEvolutionOptions):
     format: Literal["delta", "parquet"] = option("delta", doc="the table format")
 
 
-#: The options of each built-in sink, by the name it is registered under (setup.cfg's entry points).
+#: The options of each built-in sink, by the name it is registered under (setup.cfg's entry points; the
+#: sink's own ``name`` and ``options_class`` say the same, held by tests/project/test_sink_registry.py).
 BUILT_IN: dict[str, type[SinkOptions]] = {
     "sqlite": SqliteOptions, "postgres": PostgresOptions, "http": HttpOptions, "kafka": KafkaOptions,
     "delta": DeltaOptions, "rest": RestOptions, "salesforce": SalesforceOptions, "hubspot": HubSpotOptions,
@@ -158,11 +159,18 @@ def destination(value: Any) -> dict[str, Any]:
     return given
 
 
-def destination_label(destination: dict[str, Any]) -> str:
-    """A human name for the destination (``postgres:public.customers``), safe to log and store: a
-    URL loses any user:password part."""
-    target = next((destination[k] for k in TARGET_KEYS if destination.get(k)), "")
-    if "://" in str(target):
-        parts = urlsplit(str(target))
+def destination_target(destination: dict[str, Any]) -> str:
+    """Where the destination writes, as its first given :data:`TARGET_KEYS` option says (``""``: none
+    given): the one choice behind the sync's label, its run history rows and the Asset alias
+    ``SinkOperator`` attaches. Safe to log and store: a URL loses any user:password part."""
+    target = str(next((destination[k] for k in TARGET_KEYS if destination.get(k)), ""))
+    if "://" in target:
+        parts = urlsplit(target)
         target = urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    return target
+
+
+def destination_label(destination: dict[str, Any]) -> str:
+    """A human name for the destination (``postgres:public.customers``), safe to log and store."""
+    target = destination_target(destination)
     return f"{destination.get('type')}:{target}" if target else str(destination.get("type"))

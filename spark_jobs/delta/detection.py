@@ -5,7 +5,7 @@ its columns (:func:`align_schema`: schema drift is refused unless allowed) and i
 The extract is joined with the table's keys and stored row hashes (:mod:`spark_jobs.delta.row_hash`),
 full outer on the key, so the table's side reads two columns whatever its width. What comes out is
 the MERGE's source: new keys, changed rows, and one row per vanished key; identical rows never reach
-the MERGE (the snapshot job, :mod:`spark_jobs.jobs.snapshot`).
+the MERGE (:mod:`spark_jobs.delta.extract_merge`, run by the snapshot job).
 """
 
 from __future__ import annotations

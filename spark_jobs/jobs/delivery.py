@@ -2,7 +2,9 @@
 cluster, and the Spark side of running :func:`~spark_jobs.sinks.core.deliver_partition` over the
 operations — in the executors, or, for a change set of at most ``driver_max_records`` records, from
 the driver (:func:`on_driver`), which saves the Spark job, its Python workers and the checkpoint a
-small sync would otherwise pay for (the default is measured: bench/README.md).
+small sync would otherwise pay for (the default is measured: bench/README.md). :func:`deliver` picks
+between them; a destination Spark writes itself (:class:`~spark_jobs.sinks.base.FrameSink`) gets the
+whole frame in one Spark write instead.
 
 Limits for the whole sync (``delivery``: ``rate_limit`` records/s, ``requests_per_second``,
 ``max_in_flight``) are kept across executors by fixing how many partitions deliver and dividing:
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Callable
 from spark_jobs import errors
 from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.errors import JobError
-from spark_jobs.sinks.base import Sink, SinkConfig
+from spark_jobs.sinks.base import FrameSink, Sink, SinkConfig
 from spark_jobs.sinks.batch import with_json
 from spark_jobs.sinks.core import OUTCOME_DDL, Stats, deliver_partition
 
@@ -178,3 +180,22 @@ def on_driver(spark: SparkSession, frame: DataFrame, sink_cls: type[Sink], confi
     stats.add(json.loads(outcomes.column("stats")[-1].as_py()))
     refused = outcomes.filter(pc.equal(outcomes.column("kind"), "reject")).select(list(REFUSED_COLUMNS))
     return stats, spark.createDataFrame(refused.to_pylist(), REFUSED_DDL)
+
+
+def deliver(spark: SparkSession, sink: Sink, frame: DataFrame, config: SinkConfig, key_fields: list[str],
+            policy: Delivery) -> tuple[Stats, DataFrame, str | None]:
+    """Send ``frame`` through the sink — from the driver when the policy says so and the frame is
+    as small as planned, else from the executors; return (stats, refused records, where it ran)."""
+    if isinstance(sink, FrameSink):
+        stats = Stats()
+        stats.add(sink.write_frame(spark, frame.drop("_key")))
+        return stats, no_refusals(spark), "executors"  # one Spark write
+    delivered = on_driver(spark, frame, type(sink), config, key_fields, policy) if policy.on_driver else None
+    if delivered is not None:
+        return (*delivered, "driver")
+    return (*in_executors(frame, type(sink), config, key_fields, policy), "executors")
+
+
+def no_refusals(spark: SparkSession) -> DataFrame:
+    """The refused records of a delivery that refused none (or sent nothing)."""
+    return spark.createDataFrame([], REFUSED_DDL)

@@ -23,10 +23,11 @@ replays only the dates not replayed yet; consumers already moved are not moved a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from spark_jobs.state import consumers
 from spark_jobs.contract import SnapshotSpec, parse_logical_date
+from spark_jobs.delta.extract_merge import merge_changes
 from spark_jobs.delta.lake import commit_metadata, history, latest_version, on_top_of
 from spark_jobs.delta.renames import to_head_names
 from spark_jobs.delta.timetravel import recorded_for, recorded_versions
@@ -34,8 +35,6 @@ from spark_jobs.delta.row_hash import read_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-Merge = Callable[..., object]  # spark_jobs.jobs.snapshot._merge(spark, uri, df, key, added, metadata, base)
 
 
 def start(spark: SparkSession, uri: str, recorded: dict[str, dict[str, Any]], spec: SnapshotSpec) -> dict[str, Any]:
@@ -54,22 +53,21 @@ def start(spark: SparkSession, uri: str, recorded: dict[str, dict[str, Any]], sp
     return {"base_version": base, "replay": [[d, v] for d, v in later]}
 
 
-def finish(spark: SparkSession, spec: SnapshotSpec, uri: str, entry: dict[str, Any], merge: Merge) -> dict[str, int]:
+def finish(spark: SparkSession, spec: SnapshotSpec, uri: str, entry: dict[str, Any]) -> dict[str, int]:
     """Replay the later dates of the plan in ``entry`` (D's commit) and move the consumers; return
     {date: new version} of the replayed dates."""
     plan = [(str(d), int(v)) for d, v in entry["metadata"]["rebuild"]["replay"]]
     key = list(entry["metadata"]["primary_key"])
     for date, old_version in plan:
         if recorded_for(recorded_versions(uri), date) is None:
-            _replay(spark, uri, key, date, old_version, spec.run_id, merge)
+            _replay(spark, uri, key, date, old_version, spec.run_id)
     line = recorded_versions(uri)
     replayed = {date: found["version"] for date, _ in plan if (found := recorded_for(line, date)) is not None}
     _move_consumers(spec, {old: replayed[date] for date, old in plan})
     return replayed
 
 
-def _replay(spark: SparkSession, uri: str, key: list[str], date: str, old_version: int, run_id: str | None,
-            merge: Merge) -> None:
+def _replay(spark: SparkSession, uri: str, key: list[str], date: str, old_version: int, run_id: str | None) -> None:
     """Record ``date`` again with the content it had at ``old_version`` (one MERGE, one commit), under
     the head's column names: a column renamed since (:mod:`spark_jobs.delta.renames`) keeps its values."""
     entries = history(uri)
@@ -79,7 +77,7 @@ def _replay(spark: SparkSession, uri: str, key: list[str], date: str, old_versio
                 "source": {"replayed_from": old_version}, "replayed_from": old_version, "rows": old.get("rows")}
     base = latest_version(uri)  # the replay lands right on top of the line it extends
     with commit_metadata(spark, metadata), on_top_of(spark, base):
-        merge(spark, uri, df, key, [], metadata, base)
+        merge_changes(spark, uri, df, key, [], metadata, base)
 
 
 def _move_consumers(spec: SnapshotSpec, moved: dict[int, int]) -> None:

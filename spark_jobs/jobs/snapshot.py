@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Mapping
 
-from spark_jobs import crashpoints
 from spark_jobs.jobs import rebuild
 from spark_jobs.sources import change_feed, upsert_kafka
 from spark_jobs.contract.key_types import check_key_types
@@ -43,20 +42,17 @@ from spark_jobs.errors import ConcurrentWriteError, ConfigError, PastDateRefused
 from spark_jobs.delta.keys import check_primary_key, require_columns
 from spark_jobs.delta.lake import (
     TABLE_PROPERTIES,
-    assignments,
     commit_metadata,
-    insert_values,
     latest_version,
-    merge_into,
     on_top_of,
     own_commit,
-    own_commit_or_empty,
     require_intact,
     table_history,
     table_id,
 )
-from spark_jobs.delta.detection import PRIOR, VANISHED, Changes, align_schema, detect_changes
-from spark_jobs.delta.partitions import check_layout, check_new_layout, pruned
+from spark_jobs.delta.detection import align_schema, detect_changes
+from spark_jobs.delta.extract_merge import merge_changes, recorded_rows
+from spark_jobs.delta.partitions import check_layout, check_new_layout
 from spark_jobs.delta.renames import apply_renames, pending_renames
 from spark_jobs.delta.row_hash import (
     ROW_HASH, positions, read_table, row_hash,
@@ -198,7 +194,7 @@ def reused_date(spark: SparkSession, spec: SnapshotSpec, uri: str,
     source = spec.source
     if entry["metadata"].get("source_version") is not None:
         source = {**source, "version": entry["metadata"]["source_version"]}
-    replayed = rebuild.finish(spark, spec, uri, entry, _merge) if "rebuild" in entry["metadata"] else None
+    replayed = rebuild.finish(spark, spec, uri, entry) if "rebuild" in entry["metadata"] else None
     return _result(spec.lake, spec.rel, entry, source, reused=True, read=None, replayed=replayed)
 
 
@@ -297,7 +293,7 @@ def _full_extract(run: _Run) -> SnapshotResult:
     else:
         _write_first(run, df)
         entry = own_commit(run.uri, run.metadata_with(), run.base)
-    replayed = rebuild.finish(spark, spec, run.uri, entry, _merge) if run.rebuilding is not None else None
+    replayed = rebuild.finish(spark, spec, run.uri, entry) if run.rebuilding is not None else None
     return run.result(entry, "full_extract", replayed=replayed,
                       source_ref=run.topic.reference() if run.topic is not None else None)
 
@@ -311,19 +307,12 @@ def _merge_extract(run: _Run, df: DataFrame) -> dict[str, Any]:
     renames = pending_renames(spec.renames, table_schema.names, df.columns, f"Snapshot {name}")
     df, added = align_schema(table_schema, df, name, spec.allow_schema_evolution, renames)
     changes, rows = detect_changes(spark, run.uri, df, key, added, spec.partition_by, renames, f"Snapshot {name}",
-                                   _recorded_rows(run.head))
+                                   recorded_rows(run.head))
     metadata = run.metadata_with(rows=rows)
     if renames:  # metadata-only commits of their own, before the snapshot's
         base = apply_renames(spark, run.uri, renames, spec.run_id, base)
     with commit_metadata(spark, metadata), on_top_of(spark, base):
-        return _merge(spark, run.uri, df, key, added, metadata, base, spec.partition_by, changes=changes)
-
-
-def _recorded_rows(head: dict[str, Any] | None) -> int | None:
-    """The table's row count as its newest commit recorded it, when that commit is a snapshot's (a
-    restore, a rename or a maintenance commit records none); None: count the table."""
-    rows = head["metadata"].get("rows") if head is not None and head["metadata"].get("job") == "snapshot" else None
-    return rows if isinstance(rows, int) else None
+        return merge_changes(spark, run.uri, df, key, added, metadata, base, spec.partition_by, changes=changes)
 
 
 def _write_first(run: _Run, df: DataFrame) -> None:
@@ -347,67 +336,6 @@ def _write_first(run: _Run, df: DataFrame) -> None:
             writer.save(uri)
     finally:
         df.unpersist()
-
-
-def _merge(spark: SparkSession, uri: str, df: DataFrame, key: list[str], added: list[str], metadata: dict[str, Any],
-           base: int, partition_by: list[str] | None = None, changes: Changes | None = None) -> dict[str, Any]:
-    """MERGE the extract: update changed rows, insert new keys, delete vanished ones. ``added`` are
-    columns new to the table (schema evolution): a row changes if it has a value there. With
-    ``partition_by`` (the table's partition columns) the MERGE matches only in the partitions where
-    the changed rows' current versions live (:mod:`spark_jobs.delta.partitions`). ``changes``: the rows
-    :func:`~spark_jobs.delta.detection.detect_changes` found, when the caller has already looked (None: look now).
-
-    Only the changed rows reach the MERGE. A MERGE of the whole extract with a not-matched-by-source
-    clause would join every source row with every table row, value by value, and then again to
-    write: measured at 1M rows this way is about twice as fast, and the MERGE's cost follows the
-    changes. The caller runs this :func:`~spark_jobs.delta.lake.on_top_of` the version it read: if another
-    run moves the table between the join and the MERGE, this run's commit is refused instead of
-    applying its changes to the other run's data."""
-    from pyspark.sql import functions as F
-
-    values = [c for c in df.columns if c not in key]
-    if changes is None:
-        changes, _ = detect_changes(spark, uri, df, key, added, partition_by or [], {}, f"Snapshot table {uri}")
-    # A run that changed no row skips planning and running a MERGE that would commit nothing. New
-    # columns still go through it (they are added to the table even when every row is null there).
-    if not added and changes.count == 0:
-        return own_commit_or_empty(spark, uri, metadata, base)
-    rows = changes.rows
-    on = " AND ".join(f"t.`{c}` = s.`{c}`" for c in key)
-    if partition_by:
-        current = rows.where(F.col(PRIOR).isNotNull()).select(f"{PRIOR}.*")
-        on = pruned(on, current, partition_by)
-    # the rows carry their hash when the table stores hashes (detect_changes dropped it otherwise)
-    sets = {f"`{c}`": f"s.`{c}`" for c in [*values, *([ROW_HASH] if ROW_HASH in rows.columns else [])]}
-    clauses = _clauses(changes, key, sets, updates=bool(values), full=bool(added))
-    if added:  # the MERGE adds the new columns to the table
-        spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
-    try:
-        merge_into(spark, uri, rows, on, *clauses, checkpointed=True, key=key)
-        crashpoints.reached("snapshot.merged")
-    finally:
-        if added:
-            spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
-    return own_commit_or_empty(spark, uri, metadata, base)
-
-
-def _clauses(changes: Changes, key: list[str], sets: dict[str, str], updates: bool, full: bool) -> list[str]:
-    """The MERGE's clauses (``sets``: column -> value of a written row) for the kinds of change there
-    are: no update clause when the table has no value columns (``updates`` false), all the others when
-    ``full`` (a MERGE that adds columns adds them whatever it writes). A day that only inserts is an
-    insert-only MERGE and a day that inserts nothing a matched-only one: shapes Delta runs as one anti
-    join or one inner join of the change rows with the table, where a MERGE that may both update and
-    insert first finds the touched files, then joins them again, keeping every change row (an outer
-    join). Issue 36 measured them in ``bench/README.md``."""
-    clauses = []
-    if full or changes.vanished:
-        clauses.append(f"WHEN MATCHED AND s.`{VANISHED}` THEN DELETE")
-    if updates and (full or changes.updated):
-        clauses.append("WHEN MATCHED THEN UPDATE SET " + assignments(sets))
-    if full or changes.new_keys:
-        clauses.append("WHEN NOT MATCHED THEN INSERT "
-                       + insert_values({**{f"`{c}`": f"s.`{c}`" for c in key}, **sets}))
-    return clauses
 
 
 def _result(wh: Warehouse, rel: str, entry: dict[str, Any], source: dict[str, Any], reused: bool,

@@ -158,7 +158,7 @@ class _Kinds:
 def _clauses(kinds: _Kinds, key: list[str], values: list[str], written: list[str]) -> list[str]:
     """The MERGE's clauses for the kinds of net change there are: a range that only inserts is an
     insert-only MERGE and one that inserts nothing a matched-only one, as in the snapshot's full
-    extract (:func:`spark_jobs.jobs.snapshot._clauses`). A net update is of a key the source had at
+    extract (:func:`spark_jobs.delta.extract_merge.merge_clauses`). A net update is of a key the source had at
     the version the table recorded, so the table has it: without inserts, no row needs the insert
     clause."""
     clauses = []

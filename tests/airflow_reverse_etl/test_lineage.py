@@ -103,6 +103,24 @@ def test_sink_destinations_are_datasets_named_like_openlineage_without_credentia
         assert not any(secret in repr(lineage) for secret in secrets)
 
 
+def test_a_sinks_asset_alias_names_the_destination_as_the_sync_job_does():
+    """The Airflow side names a destination's Asset alias by the contract's one choice of its target
+    (:func:`~spark_jobs.contract.destinations.destination_target`), the one the sync job labels its run
+    history rows with: a URL without its user:password."""
+    from airflow_reverse_etl.operators.sink import destination_alias
+    from spark_jobs.contract.destinations import destination_label
+
+    for destination, conn_id, alias in [
+        ({"type": "postgres", "table": "sales.contacts", "database": "crm"}, "crm_db",
+         "reverse_etl:sink:postgres:crm.sales.contacts@crm_db"),
+        ({"type": "kafka", "topic": "customers"}, None, "reverse_etl:sink:kafka:customers"),
+        ({"type": "http", "url": "https://user:hook-pass@hooks.example.com/in"}, None,
+         "reverse_etl:sink:http:https://hooks.example.com/in"),
+    ]:
+        assert destination_alias(destination, conn_id, "sync").name == alias
+        assert destination_label(destination).partition(":")[2] in alias
+
+
 def test_failed_snapshot_still_reports_the_table_it_meant_to_write(warehouse):
     op = SnapshotOperator(task_id="snap", name="items", primary_key="id", warehouse=warehouse,
                           source={"format": "parquet", "path": "/nowhere"})

@@ -83,7 +83,7 @@ def held(monkeypatch, module, name: str, thread_name: str, release: threading.Ev
 
 @pytest.mark.fault("concurrency", "two snapshot runs of one table (no-change run held at its tag, §7.1)")
 def test_two_snapshot_runs_of_one_table(spark, warehouse, tmp_path, monkeypatch):
-    from spark_jobs.jobs import snapshot
+    from spark_jobs.delta import extract_merge
 
     full = [(i, f"n{i}", "x") for i in range(9)]
     third = full[:3]
@@ -100,7 +100,7 @@ def test_two_snapshot_runs_of_one_table(spark, warehouse, tmp_path, monkeypatch)
     # 01-10 reads source A (unchanged: the no-change path) and is held after comparing, just before its
     # commit; meanwhile 01-09 records source B (a third of the rows). Then 01-10 goes on.
     reached, release = threading.Event(), threading.Event()
-    held(monkeypatch, snapshot, "own_commit_or_empty", "slow", release, reached)  # a no-change run skips the MERGE
+    held(monkeypatch, extract_merge, "own_commit_or_empty", "slow", release, reached)  # a no-change run skips the MERGE
     outcome: dict = {}
     slow = threading.Thread(target=lambda: outcome.update(r=snap(spark.newSession(), source_a, 10)), name="slow")
     slow.start()
@@ -141,7 +141,7 @@ def test_an_earlier_date_overtaken_by_a_later_one(spark, warehouse, tmp_path, mo
     assert snap(spark, source_a, 8)["status"] == "success"
     # 01-09 (source B: changes) is held at its MERGE; meanwhile 01-10 (source A: unchanged) records.
     reached, release = threading.Event(), threading.Event()
-    held(monkeypatch, snapshot, "_merge", "earlier", release, reached)
+    held(monkeypatch, snapshot, "merge_changes", "earlier", release, reached)
     outcome: dict = {}
     earlier = threading.Thread(target=lambda: outcome.update(r=snap(spark.newSession(), source_b, 9)), name="earlier")
     earlier.start()

@@ -229,3 +229,18 @@ def test_sqlite_names_a_missing_column_a_required_one_and_a_missing_table(tmp_pa
     sqlite_sink(tmp_path, mode="update").prepare({"id": "int", "name": "string"})  # an update fills no new row
     with pytest.raises(DestinationError, match="SQLite table other does not exist"):
         sqlite_sink(tmp_path, table="other", create_table=False).prepare({"id": "int"})
+
+
+@pytest.mark.parametrize(("destination", "target"), [
+    ({"type": "postgres", "table": "public.customers", "database": "crm"}, "public.customers"),
+    ({"type": "kafka", "topic": "customers", "bootstrap_servers": "b1:9092"}, "customers"),
+    ({"type": "http", "url": None, "endpoint": "v1/batch"}, "v1/batch"),  # a key given empty is skipped
+    ({"type": "hubspot", "object_type": "companies", "id_property": "domain"}, "companies"),
+    ({"type": "http", "url": "https://user:hook-pass@hooks.example.com/in"}, "https://hooks.example.com/in"),
+    ({"type": "braze"}, ""),
+])
+def test_one_choice_names_where_a_destination_writes(destination, target):
+    from spark_jobs.contract.destinations import destination_label, destination_target
+
+    assert destination_target(destination) == target
+    assert destination_label(destination) == (f"{destination['type']}:{target}" if target else destination["type"])
