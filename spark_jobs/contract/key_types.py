@@ -4,7 +4,7 @@ A key is matched on every path that moves a row: the snapshot's MERGE (and the k
 it, :mod:`spark_jobs.delta.key_pruning`), the diff's net change per key, each sink's upsert and delete
 (SQL parameters, JSON objects, Kafka message keys), the wide table's joins and reverse index, the
 Kafka source's message keys, restore and the SCD2 history. Each type listed here is tested through all
-of them, single and inside a composite key (``tests/spark_jobs/test_key_types.py``).
+of them, single and inside a composite key (``tests/integration/test_key_type_matrix.py``).
 
 Refused, with the reason the message gives:
 

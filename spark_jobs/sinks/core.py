@@ -84,13 +84,18 @@ class RateLimiter:
     """Token bucket shared by a partition's threads: on average at most ``rate`` records (or requests)
     per second.
 
-    The bucket starts empty and holds at most one second's worth, so the limit holds from the first
-    batch and an idle spell does not buy a burst bigger than that."""
+    The bucket starts empty and holds at most ``burst`` tokens (default: one second's worth), so the
+    limit holds from the first batch and an idle spell does not buy a burst bigger than that. A
+    bucket of requests holds one (``burst=1``): APIs count requests over windows (HubSpot's rolling
+    10 s, Braze's fixed ones), and a second's worth saved up would be added to a whole window's
+    allowance — at 95 % of HubSpot's 100 per 10 s, 104.5 requests in some window, and a 429 that costs
+    the window's 10 s."""
 
-    def __init__(self, rate: float):
+    def __init__(self, rate: float, burst: float | None = None):
         if rate <= 0:
             raise ValueError(f"rate_limit must be positive, got {rate}")
         self.rate = float(rate)
+        self.burst = self.rate if burst is None else float(burst)
         self.tokens = 0.0
         self.last = time.monotonic()
         self.lock = threading.Lock()
@@ -98,7 +103,7 @@ class RateLimiter:
     def acquire(self, n: int) -> None:
         with self.lock:
             now = time.monotonic()
-            self.tokens = min(self.rate, self.tokens + (now - self.last) * self.rate) - n
+            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate) - n
             self.last = now
             wait = -self.tokens / self.rate if self.tokens < 0 else 0.0
         if wait:
@@ -260,7 +265,7 @@ class _Lanes:
         self.make_sink = make_sink
         self.policy = policy
         #: the partition's share of the sync's requests per second, one bucket for all its threads
-        self.pacer = RateLimiter(policy.requests_per_second).one if policy.requests_per_second else None
+        self.pacer = RateLimiter(policy.requests_per_second, burst=1).one if policy.requests_per_second else None
         self.local = threading.local()
         self.opened: list[tuple[Sink, Stats]] = []
         self.lock = threading.Lock()

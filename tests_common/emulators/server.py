@@ -116,45 +116,52 @@ class _Fault:
 
 class RollingWindow:
     """At most ``limit`` admitted requests in any ``seconds`` long window ending now (HubSpot's
-    TEN_SECONDLY_ROLLING, Salesforce's rolling 24 hours). Refused requests use up nothing."""
+    TEN_SECONDLY_ROLLING, Salesforce's rolling 24 hours). Refused requests use up nothing. The
+    server's request threads share it: every method holds its lock."""
 
     def __init__(self, limit: int, seconds: float):
         self.limit, self.seconds = limit, seconds
         self._times: deque[float] = deque()
+        self._lock = threading.Lock()
 
     def admit(self, now: float) -> bool:
-        while self._times and self._times[0] <= now - self.seconds:
-            self._times.popleft()
-        if len(self._times) >= self.limit:
-            return False
-        self._times.append(now)
-        return True
+        with self._lock:
+            while self._times and self._times[0] <= now - self.seconds:
+                self._times.popleft()
+            if len(self._times) >= self.limit:
+                return False
+            self._times.append(now)
+            return True
 
     def remaining(self, now: float) -> int:
-        return max(0, self.limit - sum(1 for t in self._times if t > now - self.seconds))
+        with self._lock:
+            return max(0, self.limit - sum(1 for t in self._times if t > now - self.seconds))
 
     def retry_after(self, now: float) -> float:
         """Seconds until the oldest admitted request leaves the window."""
-        return max(0.0, self._times[0] + self.seconds - now) if self._times else 0.0
+        with self._lock:
+            return max(0.0, self._times[0] + self.seconds - now) if self._times else 0.0
 
 
 class FixedWindow:
     """At most ``limit`` requests per window of ``seconds`` starting at multiples of it (Braze's
-    windows, which reset at the epoch second ``X-RateLimit-Reset`` names)."""
+    windows, which reset at the epoch second ``X-RateLimit-Reset`` names). Shared by the request threads."""
 
     def __init__(self, limit: int, seconds: float):
         self.limit, self.seconds = limit, seconds
         self._start = 0.0
         self._count = 0
+        self._lock = threading.Lock()
 
     def admit(self, now: float) -> bool:
-        start = now - now % self.seconds
-        if start != self._start:
-            self._start, self._count = start, 0
-        if self._count >= self.limit:
-            return False
-        self._count += 1
-        return True
+        with self._lock:
+            start = now - now % self.seconds
+            if start != self._start:
+                self._start, self._count = start, 0
+            if self._count >= self.limit:
+                return False
+            self._count += 1
+            return True
 
     def remaining(self, now: float) -> int:
         return self.limit - self._count if now - now % self.seconds == self._start else self.limit
