@@ -36,8 +36,9 @@ from spark_jobs.contract.sink_options import GENERIC_KEYS as GENERIC_KEYS, SinkO
 #: The options that name where a destination writes, the first given wins: how labels, run history
 #: rows and Asset aliases name a destination.
 TARGET_KEYS = ("table", "topic", "path", "endpoint", "url", "base_url", "object", "object_type")
-#: The default of ``delivery.driver_max_records``: below it a sync delivers from its driver. Measured
-#: (bench/README.md, "Driver-side delivery"): PLACEHOLDER.
+#: The default of ``delivery.driver_max_records``: below it a sync delivers from its driver. Chosen,
+#: not yet measured: 1,000 records are a few batches of every built-in sink and a bounded Arrow read
+#: on the driver; ``bench/driver_delivery.py`` (scenario 12) measures the crossover per destination.
 DRIVER_MAX_RECORDS = 1000
 #: The batch size of a sink that declares none (:class:`~spark_jobs.sinks.base.SinkCapabilities`).
 DEFAULT_BATCH_SIZE = 500
