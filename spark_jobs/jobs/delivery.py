@@ -9,18 +9,18 @@ whole frame in one Spark write instead.
 Limits for the whole sync (``delivery``: ``rate_limit`` records/s, ``requests_per_second``,
 ``max_in_flight``) are kept across executors by fixing how many partitions deliver and dividing:
 
-* the operations are brought to *D* partitions (made equal under a rate, merged otherwise),
-  D = min(the frame's partitions, the cluster's default parallelism, ``max_in_flight``, the sink's
-  ``max_parallelism``), so that no more than D tasks ever deliver — at once or in turn;
+* the operations are brought to *D* equal partitions (a round-robin repartition: equal within one
+  record per partition they came in), D = min(the cluster's default parallelism, ``max_in_flight``,
+  the sink's ``max_parallelism``), so that no more than D tasks ever deliver — at once or in turn —
+  and none finishes early leaving its share unused;
 * each gets 1/D of each rate, as a token bucket shared by its threads, and at most
   ``max_in_flight // D`` threads (``concurrency`` capped), each with one request at a time.
 
 How exact that is: requests in flight never exceed ``max_in_flight``; over any window of T seconds
 the destination receives at most ``rate × (T + 1)`` records, or ``rate × T + D`` requests (each bucket
 starts empty; a bucket of records holds at most one second's worth, one of requests a single
-request). It is a ceiling and, under a rate, nearly a target: the partitions are made equal in size,
-so none finishes early and leaves its share unused; a cluster with fewer task slots than D runs them
-in turn. A Spark task retried after a lost executor (or speculation, off by default) sends beside the
+request). It is a ceiling and nearly a target (equal partitions); a cluster with fewer task slots than D runs
+them in turn. A Spark task retried after a lost executor (or speculation, off by default) sends beside the
 share it replaces; its batches are sent again by key, which the API absorbs.
 """
 
@@ -63,7 +63,7 @@ def resolve(policy: DeliveryPolicy, sink_cls: type[Sink], running_at_once: Calla
     """``policy`` (the spec's ``delivery``, checked with the spec) resolved against the sink — its
     batch size when none is given, at most its concurrency — and the cluster: the sync-wide limits
     divided over the delivering partitions (the module docstring; ``running_at_once`` is asked only
-    when there is a limit: it runs Spark jobs). ``records`` (the plan's count) at most
+    when there is a limit: it runs a Spark job). ``records`` (the plan's count) at most
     ``driver_max_records``: the driver delivers, alone."""
     concurrency = min(policy.concurrency, sink_cls.max_concurrency or policy.concurrency)
     policy = replace(policy, batch_size=policy.batch_size or sink_cls.batch_size, concurrency=concurrency)
@@ -87,18 +87,17 @@ def _shared(policy: DeliveryPolicy, partitions: int) -> DeliveryPolicy:
                    concurrency=concurrency)
 
 
-def partitions_running_at_once(spark: SparkSession, frame: DataFrame) -> int:
-    """min(the frame's partitions, the cluster's default parallelism), found with the DataFrame API
-    alone (no RDD, no SparkContext: the same code runs over Spark Connect). A ``range`` without a
-    partition count gets the default parallelism, as ``SparkContext.defaultParallelism`` reports it."""
+def cluster_parallelism(spark: SparkSession) -> int:
+    """The cluster's default parallelism, found with the DataFrame API alone (no RDD, no SparkContext:
+    the same code runs over Spark Connect): a ``range`` without a partition count gets as many
+    partitions as ``SparkContext.defaultParallelism`` reports. The operations are brought to that many
+    partitions (or fewer) whatever they came in, so their own count is never asked (a Spark job over
+    the whole change set)."""
     from pyspark.sql import functions as F
 
-    def partitions(df: DataFrame) -> int:
-        # projected first: Spark refuses a non-deterministic expression inside an aggregate
-        ids = df.select(F.spark_partition_id().alias("_partition"))
-        return int(ids.agg(F.max("_partition")).collect()[0][0] or 0) + 1
-
-    return min(partitions(frame), partitions(spark.range(0, 1 << 16)))
+    ids = spark.range(0, 1 << 16).select(F.spark_partition_id().alias("_partition"))
+    # projected first: Spark refuses a non-deterministic expression inside an aggregate
+    return int(ids.agg(F.max("_partition")).collect()[0][0] or 0) + 1
 
 
 #: How Python's traceback ends with one of our errors: ``spark_jobs.errors.<Class>: <message>``.
@@ -136,7 +135,7 @@ def in_executors(frame: DataFrame, sink_cls: type[Sink], config: SinkConfig, key
     outcomes are read afterwards; only the per-partition stats rows are collected."""
     from pyspark.sql import functions as F
 
-    frame = _delivering_partitions(frame, delivery, sink_cls)
+    frame = delivering_partitions(frame, delivery, sink_cls)
     if sink_cls.wants_json:
         frame = with_json(frame, key_fields, config.fields)
     deliver = partial(deliver_partition, make_sink=partial(sink_cls, config), policy=delivery.policy,
@@ -153,18 +152,19 @@ def in_executors(frame: DataFrame, sink_cls: type[Sink], config: SinkConfig, key
     return stats, refused
 
 
-def _delivering_partitions(frame: DataFrame, delivery: Delivery, sink_cls: type[Sink]) -> DataFrame:
-    """``frame`` in the partitions that deliver it. Under a rate each partition sends at a fixed share
-    of it, so they are made equal (a round-robin repartition): coalesced partitions of unequal size
-    would leave the small ones' share unused once they are done — 5 % of HubSpot's limit in bench
-    scenario 11, where the shuffle costs well under a second of a delivery that takes minutes. Without
-    a rate, partitions are merged (no shuffle): a bound on parallelism alone loses nothing to uneven sizes."""
-    partitions = delivery.partitions or sink_cls.max_parallelism
-    if not partitions:
-        return frame
-    if delivery.policy.rate_limit or delivery.policy.requests_per_second:
-        return frame.repartition(partitions)
-    return frame.coalesce(partitions)
+def delivering_partitions(frame: DataFrame, delivery: Delivery, sink_cls: type[Sink]) -> DataFrame:
+    """``frame`` in the partitions that deliver it. Under a sync-wide limit each partition sends at a
+    fixed share of it, so they are made equal (a round-robin repartition to D): merged partitions of
+    unequal size would leave the small ones' share unused once they are done (5 % of HubSpot's limit
+    in bench scenario 11), and fewer partitions than D would leave shares unused from the start. The
+    shuffle costs well under a second of a delivery that a limit makes last minutes. A bound on
+    parallelism alone (the sink's ``max_parallelism``) merges partitions, with no shuffle: it loses
+    nothing to uneven sizes."""
+    if delivery.partitions:
+        return frame.repartition(delivery.partitions)
+    if sink_cls.max_parallelism:
+        return frame.coalesce(sink_cls.max_parallelism)
+    return frame
 
 
 def on_driver(spark: SparkSession, frame: DataFrame, sink_cls: type[Sink], config: SinkConfig,

@@ -138,7 +138,7 @@ def _deliver_and_commit(run: SyncRun, prepared: Prepared) -> SyncResult:
         _guard_mass_delete(spark, spec.lake, sink, run.planned["delete"], spec)
     records = None if isinstance(sink, FrameSink) else sum(run.planned.values())
     resolved = delivery.resolve(sink.limits(spec.delivery), run.sink_cls,
-                                partial(delivery.partitions_running_at_once, spark, prepared.frame), records)
+                                partial(delivery.cluster_parallelism, spark), records)
     delivery_started = time.monotonic()
     with progress.reporting(spark, f"sink {spec.table} -> {run.label}", sum(run.planned.values()),
                             resolved.policy.progress_every):

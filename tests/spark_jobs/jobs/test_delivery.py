@@ -56,3 +56,26 @@ def test_both_sides_of_the_threshold_give_the_same_destination_counts_ledger_and
 
     assert history("driver") == history("executors") and len(history("driver")) == 2
     assert ledger("driver") == ledger("executors")
+
+
+def test_under_a_limit_the_delivering_partitions_are_equal_whatever_the_change_set_came_in(spark):
+    """Each delivering partition sends at a fixed share of a sync-wide rate, so one that ends early
+    leaves its share unused: a change set in one partition or in many is brought to D equal ones. A
+    bound on parallelism alone (SQLite's one writer) merges partitions without a shuffle."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.contract.destinations import DeliveryPolicy
+    from spark_jobs.jobs.delivery import delivering_partitions, resolve
+    from spark_jobs.sinks import resolve_sink
+
+    def sizes(frame):
+        return sorted(r["count"] for r in frame.groupBy(F.spark_partition_id().alias("p")).count().collect())
+
+    rest, sqlite = resolve_sink("http"), resolve_sink("sqlite")
+    limited = resolve(DeliveryPolicy(requests_per_second=10.0), rest, lambda: 2, records=5_000)
+    assert limited.partitions == 2 and not limited.on_driver
+    for inputs in (1, 7):  # round-robin from each input partition: equal within one row per input partition
+        brought = sizes(delivering_partitions(spark.range(0, 1000, numPartitions=inputs), limited, rest))
+        assert len(brought) == 2 and sum(brought) == 1000 and brought[1] - brought[0] <= inputs, brought
+    unlimited = resolve(DeliveryPolicy(), sqlite, lambda: 1 / 0, records=5_000)
+    assert sizes(delivering_partitions(spark.range(0, 1000, numPartitions=3), unlimited, sqlite)) == [1000]
