@@ -56,7 +56,8 @@ destination fault  6      HTTP down for a whole run then back; a 5xx storm and 4
                           HTTP destination refusing every batch (the run fails, the ledger keeps all)
 =================  =====  ==========================================================================
 
-Crash kills: two take a local Spark driver down with its JVM (the spark-submit crash: a sync at a
-point and one mid-delivery); the others kill a Spark Connect client at the same driver-side point
-(tests_common/crash.py), which leaves the same lake state without a JVM start per kill.
+Crash kills: one takes a local Spark driver down with its JVM (the spark-submit crash: a sync killed
+mid-delivery, whose JVM's Python workers go on sending after the driver died); the others kill a Spark
+Connect client at a driver-side point (tests_common/crash.py), which leaves the same lake state as a
+killed driver without a JVM start per kill.
 """

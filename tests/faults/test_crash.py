@@ -3,9 +3,11 @@ then the same spec is run again, plainly, and must converge: the destination equ
 record twice, no change lost, a wide table's ``sum`` not double-counted, the reverse index consistent.
 A mirror sync killed midway must be retryable (§7.3).
 
-Two kills take a local Spark driver down with its JVM (the spark-submit crash: a sync at a point and
-a sync mid-delivery); the others kill a Spark Connect client of the test server (tests_common/crash.py
-says why that leaves the same lake state), which costs seconds instead of a JVM start each."""
+One kill takes a local Spark driver down with its JVM (the spark-submit crash of a sync mid-delivery,
+whose JVM's Python workers still send after the driver died: the one thing a Connect client's kill does
+not show); the others kill a Spark Connect client of the test server at a named point
+(tests_common/crash.py says why that leaves the same lake state as a killed driver), which costs
+seconds instead of a JVM start each."""
 
 from __future__ import annotations
 
@@ -68,12 +70,12 @@ def test_snapshot_killed_after_its_merge(spark, warehouse, tmp_path, spark_conne
 
 
 @pytest.mark.fault("crash point", "sink: after delivery, before the reject ledger and the consumer commit")
-def test_sync_killed_after_delivery(spark, warehouse, tmp_path):
+def test_sync_killed_after_delivery(spark, warehouse, tmp_path, spark_connect_server):
     p = Pipeline(spark, warehouse, tmp_path)
     p.sync(p.step(V0), destination(tmp_path), mode="mirror")
     changes = p.step(V1)
     spec = {"job": "sync", "warehouse": warehouse, **p.spec(changes, destination(tmp_path), mode="mirror")}
-    killed_at("sink.delivered", spec, tmp_path)
+    killed_at("sink.delivered", spec, tmp_path, spark_connect_server.url)
     assert sqlite_rows(tmp_path) == sorted(V1) and p.committed() == 0  # delivered, not committed
     assert not (Path(warehouse) / "_system" / "tmp").exists()  # no scratch left to clean up (§7.7)
     again = rerun(spark, spec)  # resends what was delivered, idempotently

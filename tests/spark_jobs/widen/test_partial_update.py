@@ -17,22 +17,40 @@ def lake(spark, warehouse):
     return Lake(spark, warehouse)
 
 
-@pytest.mark.timeout(1800)  # six versions, six widen runs
+#: The worked case of design.md §4.2, one write of key 1 after another: (written, wide row after it).
+WORKED_CASE = [
+    ((1, 1, 1, 1, 1, 1, 1), (1, 1, 1, 1, 1, 1, 1)),
+    ((1, 2, 2, 2, 2, 2, None), (1, 2, 2, 2, 1, 1, 1)),      # g_2 null: c, d untouched
+    ((1, 3, 3, 1, 3, 3, 3), (1, 2, 2, 2, 3, 3, 3)),         # g_1 older: a, b untouched
+    ((1, 3, 3, 3, 2, 2, None), (1, 3, 3, 3, 3, 3, 3)),
+    ((1, 4, 4, 4, 2, 2, None), (1, 4, 4, 4, 3, 3, 3)),
+    ((1, 5, 5, 3, 5, None, 4), (1, 4, 4, 4, 5, None, 4)),   # null overwrites inside a group
+]
+
+
+def keyed(row: tuple, key: int) -> tuple:
+    return (key, *row[1:])
+
+
+@pytest.mark.timeout(900)  # two widen runs
 def test_worked_case_row_by_row(lake):
-    steps = [
-        ((1, 1, 1, 1, 1, 1, 1), (1, 1, 1, 1, 1, 1, 1)),
-        ((1, 2, 2, 2, 2, 2, None), (1, 2, 2, 2, 1, 1, 1)),      # g_2 null: c, d untouched
-        ((1, 3, 3, 1, 3, 3, 3), (1, 2, 2, 2, 3, 3, 3)),         # g_1 older: a, b untouched
-        ((1, 3, 3, 3, 2, 2, None), (1, 3, 3, 3, 3, 3, 3)),
-        ((1, 4, 4, 4, 2, 2, None), (1, 4, 4, 4, 3, 3, 3)),
-        ((1, 5, 5, 3, 5, None, 4), (1, 4, 4, 4, 5, None, 4)),   # null overwrites inside a group
-    ]
-    for written, expected in steps:
-        version = lake.record("sg_in", [written], SG_SCHEMA, "k")
-        lake.widen(SG, versions={"sg_in": version})
-        assert lake.wide("sg", "k", "a", "b", "g_1", "c", "d", "g_2") == [expected], written
-    assert lake.wide("sg", "a", "b") == [(4, 4)]
-    assert lake.wide("sg", "c", "d") == [(5, None)]
+    """Every step of the worked case, each from the wide row the step before it leaves: step 1 is key
+    1's first write; step ``i`` > 1 runs on key ``i``, which the first run sets to the row step ``i - 1``
+    leaves (a new key takes its written row whole) and the second run writes step ``i``'s row onto. Two
+    widen runs assert every step where one key through six runs took six: a partial update folds only
+    the changes' post-images, so the source row before the step plays no part. One key's six writes
+    through consecutive runs are the model test's example (tests/integration/test_engine_model.py)."""
+    columns = ("k", "a", "b", "g_1", "c", "d", "g_2")
+    starts = [WORKED_CASE[0][0]] + [keyed(WORKED_CASE[i - 1][1], i + 1) for i in range(1, len(WORKED_CASE))]
+    lake.widen(SG, versions={"sg_in": lake.record("sg_in", starts, SG_SCHEMA, "k")})
+    # new keys are written whole: step 1's row (its write, as WORKED_CASE says) and each later step's start
+    assert lake.wide("sg", *columns) == starts
+    steps = [WORKED_CASE[0][0]] + [keyed(written, i + 1) for i, (written, _) in enumerate(WORKED_CASE) if i]
+    lake.widen(SG, versions={"sg_in": lake.record("sg_in", steps, SG_SCHEMA, "k")})  # key 1 unchanged
+    after = lake.wide("sg", *columns)
+    for i, (written, expected) in list(enumerate(WORKED_CASE))[1:]:
+        assert after[i] == keyed(expected, i + 1), f"step {i + 1}: {written} onto {WORKED_CASE[i - 1][1]}"
+    assert after[0] == WORKED_CASE[0][1], "key 1, not written again, is left as it was"
 
 
 ORDERS_INFO = "order_id INT, product_type STRING, order_status INT, binlog_time BIGINT"

@@ -73,7 +73,7 @@ PAY = "pos BIGINT, op STRING, k INT, paid INT"
 
 
 @pytest.mark.fault("crash point", "widen: a changelog's retractions folded, killed before the merged versions' commit")
-def test_retractions_folded_by_a_killed_run_are_not_subtracted_twice(spark, warehouse, tmp_path):
+def test_retractions_folded_by_a_killed_run_are_not_subtracted_twice(spark, warehouse, tmp_path, spark_connect_server):
     """The fold's commit records the changelog version it merged, atomically with the sums: the plain
     re-run of a run killed after it finds nothing left to merge."""
     lake = Lake(spark, warehouse)
@@ -82,7 +82,9 @@ def test_retractions_folded_by_a_killed_run_are_not_subtracted_twice(spark, ware
     lake.append("changelogs/pay", [(3, "-U", 1, 5), (4, "+U", 1, 7), (5, "-D", 2, 1)], PAY)
     spec = {"job": "widen", "warehouse": warehouse, "wide": PAYMENTS, "run_id": "w-killed",
             "logical_date": "2026-01-02T00:00:00+00:00"}
-    killed_at("widen.merged", spec, tmp_path)
+    # a killed Connect client, as the other widen kills (tests/faults/test_crash.py): the same lake state
+    # as a killed spark-submit driver (tests_common/crash.py), without a JVM start
+    killed_at("widen.merged", spec, tmp_path, spark_connect_server.url)
     assert lake.wide("paid", "k", "paid") == [(1, 17), (2, 2)]  # 10 + 5 - 5 + 7; 3 - 1
     again = lake.job("widen", **{k: v for k, v in spec.items() if k not in ("job", "warehouse")})
     assert again["sources"]["pay"] == {"table": "changelogs/pay", "from_version": 1, "to_version": 1}
