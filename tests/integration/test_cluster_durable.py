@@ -21,6 +21,8 @@ together and wait, parsed, for their turn):
   :class:`SparkDriverTrigger` on the kept driver: the task instance is ``deferred``, holding no worker
   slot, while that driver runs on the cluster; the trigger polls the master and reads the result, the
   task resumes and succeeds.
+- **After the end**: a fourth attempt, deferrable, of a task instance whose driver has finished (its
+  worker lost after the job ended) takes that driver's result instead of running the job again.
 
 The master saw exactly one driver, the snapshot table has exactly one version with the source's rows.
 """
@@ -47,7 +49,7 @@ from airflow.sdk import DAG
 from airflow_reverse_etl.operators.snapshot import SnapshotOperator
 
 with DAG("durable_cluster", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
-    SnapshotOperator(task_id="snapshot", name="durable_cluster", primary_key="id", poll_interval=0.5, retries=2,
+    SnapshotOperator(task_id="snapshot", name="durable_cluster", primary_key="id", poll_interval=0.5, retries=3,
                      source={"format": "csv", "path": os.environ["ARETL_TEST_SOURCE"],
                              "schema": "id INT, name STRING"})
 '''
@@ -209,16 +211,16 @@ def task_state() -> str | None:
         return None if ti is None else str(ti.state)
 
 
-def lost_worker() -> None:
+def lost_worker(state: str = "running") -> None:
     """What Airflow's scheduler does with a task instance whose worker stopped heartbeating: it fails
-    the attempt and, with retries left, marks it up for retry."""
+    the attempt and, with retries left, marks it up for retry. (``state``: the one the attempt left.)"""
     from airflow.models.taskinstance import TaskInstance
     from airflow.utils.session import create_session
     from airflow.utils.state import TaskInstanceState
 
     with create_session() as session:
         ti = session.query(TaskInstance).filter_by(dag_id="durable_cluster", task_id="snapshot").one()
-        assert ti.state == TaskInstanceState.RUNNING, ti.state
+        assert ti.state == state, ti.state
         ti.state = TaskInstanceState.UP_FOR_RETRY
 
 
@@ -243,8 +245,9 @@ def test_retries_after_killed_workers_reattach_to_the_running_driver_the_deferre
         return [d for d, s in drivers(spark_cluster).items() if d not in before and state in (None, s)]
 
     first = start_attempt()
-    polling = start_attempt(RETRY)  # these two start now and wait for their turn
+    polling = start_attempt(RETRY)  # these start now and wait for their turn
     deferred = start_attempt(RETRY, deferrable=True)
+    after_the_end = start_attempt(RETRY, deferrable=True)
     running = wait_until(lambda: kept_driver() and new_drivers("RUNNING"),
                          300, "driver running on the cluster, its id in the task state store", first)
     first.kill()
@@ -270,6 +273,16 @@ def test_retries_after_killed_workers_reattach_to_the_running_driver_the_deferre
     versions, rows = snapshot_versions(Path(durable_env["AIRFLOW__REVERSE_ETL__WAREHOUSE"]), "durable_cluster")
     assert versions == [0] and rows == ROWS
     assert result["result"]["outputs"][0]["version"] == 0
+
+    # A worker lost after the driver finished, before its task was recorded a success (here: the success
+    # undone): a deferrable retry takes the finished driver's result instead of running the job again.
+    lost_worker("success")
+    after_the_end.go()
+    taken = after_the_end.outcome()
+    assert after_the_end.logged("Taking the result of the driver an earlier attempt submitted"), \
+        after_the_end.log[-4000:]
+    assert (taken["state"], taken["try_number"]) == ("success", 4) and taken["result"] == result["result"]
+    assert {d: s for d, s in drivers(spark_cluster).items() if d not in before} == {running[0]: "FINISHED"}
 
 
 @pytest.mark.timeout(600)
