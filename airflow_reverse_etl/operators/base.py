@@ -229,8 +229,8 @@ class ReverseEtlJobOperator(ResumableJobMixin, BaseOperator):
             return self.finish(context, self._hook.run_job(spec, secrets=secrets, name=self.job_name,
                                                            attempt=task_attempt(context)))
         self._job = (spec, secrets)
-        if self.deferrable:
-            self.defer_to_driver(context)
+        if self.deferrable:  # defers, unless an earlier attempt's driver has finished
+            return self.finish(context, self.defer_to_driver(context))
         # the mixin returns get_job_result(), or nothing when it reattached: then what the poll took
         return self.finish(context, self.execute_resumable(context) or self._polled)
 
@@ -275,13 +275,20 @@ class ReverseEtlJobOperator(ResumableJobMixin, BaseOperator):
         assert self._hook is not None
         return self._polled or self._hook.driver_result(ClusterDriver.from_json(external_id))
 
-    def defer_to_driver(self, context: Context) -> None:
+    def defer_to_driver(self, context: Context) -> dict[str, Any]:
         """Defer to a :class:`SparkDriverTrigger` on the driver of this task instance: the one an
         earlier attempt left running (the task state store keeps it, as for a durable retry), else a
-        new submission, kept there before deferring."""
+        new submission, kept there before deferring. A driver an earlier attempt left that has
+        finished (its worker was lost after the job ended) is not run again: its result is returned,
+        as the mixin's non-deferrable path returns it."""
+        assert self._hook is not None
         store = context.get("task_state_store") if self.durable else None
         kept = store.get(self.external_id_key) if store is not None else None
-        if kept and self.get_job_status(kept, context) in ACTIVE:
+        status = self.get_job_status(kept, context) if kept else None
+        if kept and status == FINISHED:
+            self.log.info("Taking the result of the driver an earlier attempt submitted, which has finished")
+            return self._hook.driver_result(ClusterDriver.from_json(kept))
+        if kept and status in ACTIVE:
             driver = ClusterDriver.from_json(kept)
             self.log.info("Deferring to the driver an earlier attempt submitted: %s", driver.driver_id)
         else:

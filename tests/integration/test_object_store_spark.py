@@ -4,12 +4,11 @@ standalone cluster and a Spark Connect server.
 
 One topology run per mode (:func:`run_topology`): the demo DAG for one date (snapshot, diff, sync of
 its CSV extract into the SQLite CRM: the operators write their specs to and read their results from
-the ``s3a://`` warehouse), one wide-table step over the demo's snapshot, and a live sync — a Delta
-source on S3 committed to by another writer (delta-rs), the :class:`DeltaCommitTrigger` watching it
-fires, and the live_orders DAG carries the commit (Change Data Feed read from S3) to its CRM. On the
-cluster, where every job is a cold spark-submit (~20-45 s here), the live sync runs its snapshot only
-(the job that reads the source on S3; its diff and sync are the demo's jobs again), after which the
-watcher must find nothing left to fire for.
+the ``s3a://`` warehouse) and one wide-table step over the demo's snapshot. Over Connect, also a live
+sync: a Delta source on S3 committed to by another writer (delta-rs), the :class:`DeltaCommitTrigger`
+watching it fires, and the live_orders DAG carries the commit (Change Data Feed read from S3) to its
+CRM, after which the watcher finds nothing left to fire for. Why the live step runs over Connect only
+is in the cluster test's docstring.
 
 Spark reaches S3 through the S3A connector fetched on demand (``scripts/fetch_jars.sh s3``) on the
 driver's and executors' classpath, with the settings a deployment keeps in ``spark-defaults.conf``
@@ -18,8 +17,8 @@ executors run on a worker started without the test's AWS environment; they find 
 credentials file whose path is all the configuration names.
 
 Then, over Connect (cheap: one warm server), the guarantees the local tests assert under concurrency,
-on S3: syncs of one consumer racing commit exactly once, and pipelines writing their system tables at
-the same moment all land.
+on S3, in one test on one warehouse: pipelines writing their system tables at the same moment all land,
+and then syncs of one of those consumers racing commit exactly once.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import asyncio
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pendulum
 import pytest
@@ -88,13 +87,12 @@ async def first_event(trigger) -> dict[str, Any]:
     raise AssertionError("the trigger ended without an event")
 
 
-def run_topology(warehouse: str, tmp_path: Path, monkeypatch, live_dag: bool,
+def run_topology(warehouse: str, tmp_path: Path, monkeypatch, live: bool,
                  executors_deliver: bool = False) -> dict[str, Any]:
-    """The demo DAG for :data:`DAY`, a wide-table step and a live sync, every table on ``warehouse``;
-    asserts each destination and table, returns the demo sync's job result. ``live_dag``: the live
-    sync runs the whole live_orders DAG, else only its snapshot (the job that reads the source on S3),
-    after which the watcher must find nothing left to fire for. ``executors_deliver``: the demo's sync
-    delivers from the executors (its five records would otherwise go from the driver)."""
+    """The demo DAG for :data:`DAY`, a wide-table step and (``live``) a live sync, every table on
+    ``warehouse``; asserts each destination and table, returns the demo sync's job result.
+    ``executors_deliver``: the demo's sync delivers from the executors (its five records would
+    otherwise go from the driver)."""
     demo = load_demo(monkeypatch, tmp_path, warehouse=warehouse)
     if executors_deliver:
         sync_task = demo.dag.get_task("sync_crm")
@@ -112,7 +110,8 @@ def run_topology(warehouse: str, tmp_path: Path, monkeypatch, live_dag: bool,
     assert delta_rows(f"{warehouse}/wide/customer_wide", "customer_id", "city") == [
         (key, values[2]) for key, values in sorted(SOURCE_BY_DAY[DAY].items())]
 
-    live_sync(warehouse, tmp_path, monkeypatch, live_dag)
+    if live:
+        live_sync(warehouse, tmp_path, monkeypatch)
     return sync
 
 
@@ -125,51 +124,53 @@ def widen(warehouse: str) -> None:
     assert SparkJobHook(warehouse=warehouse).run_job(spec)["status"] == "success"
 
 
-def live_sync(warehouse: str, tmp_path: Path, monkeypatch, whole_dag: bool) -> None:
-    """A commit to a Delta source on S3 fires the watcher; the live DAG (or its snapshot) carries it."""
-    from airflow_reverse_etl.hooks.spark_job import SparkJobHook
+def live_sync(warehouse: str, tmp_path: Path, monkeypatch) -> None:
+    """A commit to a Delta source on S3 fires the watcher; the live DAG carries it to its CRM, after
+    which the watcher finds nothing left to fire for."""
     from airflow_reverse_etl.triggers.delta_commit import DeltaCommitTrigger
-    from spark_jobs.contract import parse_spec
 
     source, crm = f"{warehouse}/raw/live_orders", str(tmp_path / "live_crm.db")
     write_orders(source)
     trigger = DeltaCommitTrigger(source=source, snapshot="live_orders", warehouse=warehouse, poll_interval=0.2)
     fired = asyncio.run(asyncio.wait_for(first_event(trigger), 120))
     assert (fired["snapshot"], fired["source_version"]) == ("snapshots/live_orders", 0)
-    if not whole_dag:
-        spec = parse_spec({"job": "snapshot", "name": "live_orders", "primary_key": ["order_id"], "run_id": "live-1",
-                           "logical_date": f"{DAY}T00:00:00+00:00", "source": {"format": "delta", "path": source,
-                                                                               "cdf": True}})
-        assert SparkJobHook(warehouse=warehouse).run_job(spec)["status"] == "success"
-        assert DeltaCommitTrigger(source=source, snapshot="live_orders", warehouse=warehouse).poll() is None
-        return
     monkeypatch.setenv("ARETL_LIVE_SOURCE", source)
     monkeypatch.setenv("ARETL_LIVE_CRM", crm)
     live = load_example("live_orders.py", "live_orders_under_test")
     live_run = live.dag.test(logical_date=None)
     assert {str(ti.state) for ti in live_run.get_task_instances()} == {"success"}
     assert rows(crm, "SELECT order_id, customer, amount FROM crm_orders ORDER BY order_id") == ORDERS
+    assert DeltaCommitTrigger(source=source, snapshot="live_orders", warehouse=warehouse).poll() is None
 
 
 def test_the_pipeline_on_the_standalone_cluster_on_s3(airflow_db, spark_cluster, cluster_client, s3_lake: S3Lake,
                                                       tmp_path, monkeypatch):
-    """The demo DAG, unchanged but for its warehouse, with a wide-table step and a live snapshot, as
-    spark-submits (client mode) on the cluster: the drivers here, the executors on the worker, all
-    reading and writing s3a:// through the connector on their classpath. The executors' Python lacks
-    this project (tests/integration/test_cluster.py checks that premise), so the sync, delivering from
-    the executors here, could only run because ``spark_jobs`` was shipped with ``--py-files``."""
+    """The demo DAG, unchanged but for its warehouse, with a wide-table step, as spark-submits (client
+    mode) on the cluster: the drivers here, the executors on the worker, all reading and writing s3a://
+    through the connector on their classpath. The executors' Python lacks this project
+    (tests/integration/test_cluster.py checks that premise), so the sync, delivering from the executors
+    here, could only run because ``spark_jobs`` was shipped with ``--py-files``.
+
+    The live step runs over Connect only (each job here is a cold spark-submit, ~45-65 s on CI): what
+    a live sync adds to the steps above does not depend on the execution mode. Its watcher
+    (:class:`DeltaCommitTrigger`) runs in the triggerer and reads the source's Delta log with delta-rs
+    from the Airflow side, never through Spark. Its jobs are an ordinary snapshot (of a Delta source,
+    its Change Data Feed read by the same ``spark_jobs`` code in both modes), diff and sync, whose
+    cluster-side ingredients — the S3A connector on the drivers' and executors' classpath, the
+    executors' keys from the credentials file, ``spark_jobs`` shipped to them — are each exercised
+    here by the demo's jobs and the wide-table step."""
     cluster_client.configure({**s3_lake.spark_conf, "spark.driver.extraClassPath": s3_lake.classpath,
                               "spark.executor.extraClassPath": s3_lake.classpath})
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", spark_cluster.master_url)
     warehouse = s3_lake.warehouse("cluster")
 
-    sync = run_topology(warehouse, tmp_path, monkeypatch, live_dag=False, executors_deliver=True)
+    sync = run_topology(warehouse, tmp_path, monkeypatch, live=False, executors_deliver=True)
 
     assert sync["spark"] == {"master": spark_cluster.master_url, "deploy_mode": "client",
                              "application_id": sync["spark"]["application_id"],
                              "ui_url": sync["spark"]["ui_url"]}  # the driver UI, for the extra link
     apps = cluster_client.applications()
-    assert len(apps) == 5, [a["name"] for a in apps]  # demo 3, widen 1, live snapshot 1: all on the cluster
+    assert len(apps) == 4, [a["name"] for a in apps]  # demo 3, widen 1: all on the cluster
     for app in apps:  # ...with work in the worker's executors, and no key in any of their settings
         assert app["task_executors"] and "driver" not in app["task_executors"], app["name"]
         assert "aretl-test-secret" not in str(app["properties"]), app["name"]
@@ -180,42 +181,18 @@ def test_the_pipeline_on_the_standalone_cluster_on_s3(airflow_db, spark_cluster,
 @pytest.mark.timeout(600)
 def test_the_pipeline_over_spark_connect_on_s3(airflow_db, s3_connect_server, s3_lake: S3Lake, tmp_path, monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", s3_connect_server.airflow_connection())
-    sync = run_topology(s3_lake.warehouse("connect"), tmp_path, monkeypatch, live_dag=True)
+    sync = run_topology(s3_lake.warehouse("connect"), tmp_path, monkeypatch, live=True)
     assert sync["spark"]["session_id"]  # every job was a session of the Connect server
 
 
-def test_racing_syncs_of_one_consumer_commit_once_on_s3(s3_connect_server, s3_lake: S3Lake, tmp_path):
-    """Two runs of one consumer's sync at once (two tasks, two Connect sessions), committing to the
-    consumers table on S3: exactly one commits, the other fails with StaleCommitError, the destination
-    holds the committed version."""
-    database = tmp_path / "crm.db"
-    pipeline = ConnectPipeline(s3_connect_server.url, tmp_path / "race",
-                               {"type": "sqlite", "database": str(database), "table": "customers"},
-                               warehouse=s3_lake.warehouse("race"))
-    pipeline.round(range(3))
-    changes = pipeline.changes(range(1, 5))  # 1-2 renamed, 3 renamed, 4 new; 0 deleted (upsert keeps it)
-
-    results: list[dict[str, Any]] = [{}, {}]
-
-    def sync(i: int) -> None:
-        results[i] = pipeline.run({**pipeline.sync_spec(changes), "run_id": f"racer-{i}"})
-
-    racers = [threading.Thread(target=sync, args=(i,)) for i in range(2)]
-    for racer in racers:
-        racer.start()
-    for racer in racers:
-        racer.join(300)
-    assert sorted(r["status"] for r in results) == ["failed", "success"], results
-    assert next(r for r in results if r["status"] == "failed")["error"]["type"] == "StaleCommitError"
-    assert rows(str(database), "SELECT id, name FROM customers WHERE id > 0 ORDER BY id") == [
-        (i, f"name-{i}-1") for i in range(1, 5)]
-
-
-def test_pipelines_writing_their_system_tables_at_once_all_land_on_s3(s3_connect_server, s3_lake: S3Lake,
-                                                                       tmp_path):
+def test_system_tables_written_at_once_all_land_and_racing_syncs_commit_once_on_s3(
+        s3_connect_server, s3_lake: S3Lake, tmp_path):
     """Three pipelines (own tables and consumers, one warehouse) run a date at the same moment: their
     consumer commits, run history and lineage all go to the same three system tables on S3, by
-    conditional writes; every one lands."""
+    conditional writes; every one lands. Then two runs of one of those consumers' next sync at once
+    (two tasks, two Connect sessions) commit to the consumers table on S3: exactly one commits, the
+    other fails with StaleCommitError, the destination holds the committed version. (One test: the
+    race needs a consumer with a committed date, which the fleet's first date gives it.)"""
     from spark_jobs.contract import Warehouse
     from spark_jobs.state import consumers
 
@@ -226,21 +203,38 @@ def test_pipelines_writing_their_system_tables_at_once_all_land_on_s3(s3_connect
                                               "table": "customers"})
                  for name in names]
 
-    outcomes: list[Any] = [None] * 3
+    outcomes = at_once(lambda i: pipelines[i].round(range(i, i + 3)), 3)
 
-    def one_date(i: int) -> None:
-        try:
-            outcomes[i] = pipelines[i].round(range(i, i + 3))
-        except Exception as exc:  # reported below, with the others
-            outcomes[i] = exc
-
-    threads = [threading.Thread(target=one_date, args=(i,)) for i in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(300)
     assert all(isinstance(o, list) for o in outcomes), outcomes
     positions = consumers.positions(Warehouse(warehouse))
     assert {pair: p.version for pair, p in positions.items()} == {(f"snapshots/{n}", "crm"): 0 for n in names}
     runs = delta_rows(f"{warehouse}/_system/runs", "table", "committed")
     assert runs == sorted((f"snapshots/{n}", True) for n in names)
+
+    racing = pipelines[0]  # its first date synced ids 0-2
+    changes = racing.changes(range(1, 5))  # 1-2 renamed, 3-4 new; 0 deleted (upsert keeps it)
+    results = at_once(lambda i: racing.run({**racing.sync_spec(changes), "run_id": f"racer-{i}"}), 2)
+    assert all(isinstance(r, dict) for r in results), results
+    assert sorted(r["status"] for r in results) == ["failed", "success"], results
+    assert next(r for r in results if r["status"] == "failed")["error"]["type"] == "StaleCommitError"
+    assert rows(str(tmp_path / "customers_0.db"), "SELECT id, name FROM customers WHERE id > 0 ORDER BY id") == [
+        (i, f"name-{i}-1") for i in range(1, 5)]
+
+
+def at_once(work: Callable[[int], Any], n: int) -> list[Any]:
+    """``work(0)`` .. ``work(n - 1)`` in threads started together; each one's return value, or the
+    exception it raised (reported by the caller's assertions, with the others')."""
+    outcomes: list[Any] = [None] * n
+
+    def one(i: int) -> None:
+        try:
+            outcomes[i] = work(i)
+        except Exception as exc:  # reported by the caller
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    return outcomes
