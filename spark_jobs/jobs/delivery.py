@@ -71,9 +71,9 @@ def resolve(policy: DeliveryPolicy, sink_cls: type[Sink], running_at_once: Calla
         return Delivery(_shared(policy, 1), 1, on_driver=True)
     if not (policy.rate_limit or policy.requests_per_second or policy.max_in_flight):
         return Delivery(policy)
-    partitions = min(running_at_once(), policy.max_in_flight or running_at_once(),
-                     sink_cls.max_parallelism or running_at_once())
-    return Delivery(_shared(policy, max(1, partitions)), max(1, partitions))
+    slots = running_at_once()  # a Spark job: asked once
+    partitions = max(1, min(slots, policy.max_in_flight or slots, sink_cls.max_parallelism or slots))
+    return Delivery(_shared(policy, partitions), partitions)
 
 
 def _shared(policy: DeliveryPolicy, partitions: int) -> DeliveryPolicy:

@@ -245,3 +245,6 @@ def test_the_records_rate_and_the_partitions_cap_split_over_the_delivering_parti
     capped = resolve(DeliveryPolicy(max_in_flight=5, concurrency=3), RestSink, lambda: 4)
     assert (capped.partitions, capped.policy.concurrency) == (4, 1)
     assert resolve(DeliveryPolicy(max_in_flight=9, concurrency=3), RestSink, lambda: 2).policy.concurrency == 3
+    asked = []  # the cluster's parallelism costs a Spark job: asked once, whatever the limits
+    resolve(DeliveryPolicy(max_in_flight=9, requests_per_second=3.0), RestSink, lambda: asked.append(1) or 2)
+    assert asked == [1]
