@@ -25,7 +25,8 @@ FIXTURE_MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "s3": ("talks to a real S3-compatible server on 127.0.0.1 (moto's server)",
            ("s3_endpoint", "s3_ignoring_conditional_writes")),
     "airflow_db": ("uses the Airflow metadata database (SQLite in a throw-away AIRFLOW_HOME)", ("airflow_db",)),
-    "standalone": ("drives a real `airflow standalone` (scheduler, API server)", ("airflow_standalone",)),
+    "standalone": ("drives a real `airflow standalone` (scheduler, API server)",
+                   ("airflow_standalone", "airflow_standalone_starting")),
     "browser": ("drives a real headless Chromium", ("chromium",)),
 }
 WRITTEN_MARKERS = {

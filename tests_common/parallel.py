@@ -31,7 +31,8 @@ import pytest
 from _pytest.nodeid import NodeId
 
 #: session fixture -> the group of every test that uses it (first match wins)
-SHARED_SERVERS = {"airflow_standalone": "standalone", "spark_cluster": "cluster"}
+SHARED_SERVERS = {"airflow_standalone": "standalone", "airflow_standalone_starting": "standalone",
+                  "spark_cluster": "cluster"}
 
 
 def _group(item: pytest.Item) -> str | None:

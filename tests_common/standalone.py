@@ -2,7 +2,8 @@
 the tests that must show the product under Airflow's own scheduler, not only ``dag.test()``.
 
 :func:`airflow_standalone` starts it once per test session in a throw-away ``AIRFLOW_HOME`` (and
-stops it as soon as its last user is done: :func:`pytest_runtest_teardown`) with:
+stops it as soon as its last user is done: :func:`pytest_runtest_teardown`); a fixture that only
+writes under its home asks for :func:`airflow_standalone_starting` and works while it boots. With:
 
 - the metadata database: a Postgres database of its own on the test server (:func:`airflow_standalone`
   says why not SQLite; :func:`running_standalone` alone, as bench/live.py uses it, keeps SQLite in
@@ -18,11 +19,11 @@ stops it as soon as its last user is done: :func:`pytest_runtest_teardown`) with
 - the reverse-ETL warehouse and the demo DAG's files under the home (:attr:`AirflowStandalone.warehouse`,
   :attr:`AirflowStandalone.demo_dir`);
 - the operators' pool (``[reverse_etl] pool = reverse_etl``, 4 slots, as many as the instance's
-  parallelism), created as a deployment creates it (``airflow pools set``).
+  parallelism), created as a deployment creates it (through the REST API).
 
 The :class:`AirflowStandalone` it yields runs the ``airflow`` CLI against that instance
-(:meth:`~AirflowStandalone.cli`, :meth:`~AirflowStandalone.backfill`, :meth:`~AirflowStandalone.clear`,
-:meth:`~AirflowStandalone.unpause`) and reads its REST API (:meth:`~AirflowStandalone.api`,
+(:meth:`~AirflowStandalone.cli`, :meth:`~AirflowStandalone.backfill`, :meth:`~AirflowStandalone.clear`)
+and calls its REST API (:meth:`~AirflowStandalone.api`, :meth:`~AirflowStandalone.unpause`,
 :meth:`~AirflowStandalone.wait_for_runs`). The instance's log is ``<home>/standalone.log``.
 
 Registered for every test module in tests/conftest.py (``pytest_plugins``), not imported; a test
@@ -103,20 +104,40 @@ class AirflowStandalone:
                         *options)
 
     def wait_for_backfills(self, dag_id: str, timeout: float = 120) -> None:
-        """Until every backfill of the DAG is complete (the scheduler marks it after its runs end)."""
+        """Until every backfill of the DAG is complete.
+
+        The scheduler marks a backfill complete once none of its runs is queued or running, but looks
+        only every 30 s (a fixed timer of Airflow 3.3's scheduler loop): a test waiting for it waited
+        15 s on average per backfill, doing nothing. So once that same condition holds — no run of the
+        DAG between the backfill's dates is queued or running — the backfill is ended here through the
+        REST API (``PUT /backfills/{id}/cancel``, which then has no run left to stop: it only sets
+        ``completed_at``, as the scheduler would)."""
         deadline = time.monotonic() + timeout
-        while any(b.get("completed_at") is None for b in self.api("GET", f"/backfills?dag_id={dag_id}")["backfills"]):
+        while running := [b for b in self.api("GET", f"/backfills?dag_id={dag_id}")["backfills"]
+                          if b.get("completed_at") is None]:
+            for backfill in running:
+                if self._runs_finished(dag_id, backfill["from_date"][:10], backfill["to_date"][:10]):
+                    with contextlib.suppress(StandaloneError):  # 409: the scheduler marked it meanwhile
+                        self.api("PUT", f"/backfills/{backfill['id']}/cancel")
             if time.monotonic() > deadline:
                 raise StandaloneError(f"A backfill of {dag_id} still runs after {timeout:.0f}s:\n{self.log_tail()}")
-            time.sleep(2)
+            time.sleep(1)
+
+    def _runs_finished(self, dag_id: str, from_date: str, to_date: str) -> bool:
+        """Whether every run of the DAG with a logical date from ``from_date`` to ``to_date`` (``YYYY-MM-DD``)
+        has finished: the scheduler's condition for a backfill of those dates to be complete."""
+        return all(run["state"] in FINISHED for run in self.dag_runs(dag_id)
+                   if from_date <= (run.get("logical_date") or "")[:10] <= to_date)
 
     def clear(self, dag_id: str, start_date: str, end_date: str, *options: str) -> str:
         """``airflow tasks clear`` of the runs between the dates (all tasks unless ``-t regex``)."""
         return self.cli("tasks", "clear", dag_id, "--start-date", start_date, "--end-date", end_date, "--yes",
                         *options)
 
-    def unpause(self, dag_id: str) -> str:
-        return self.cli("dags", "unpause", dag_id)
+    def unpause(self, dag_id: str) -> None:
+        """Unpause the DAG through the REST API (``PATCH /dags/{dag_id}``, what the UI's toggle does):
+        the same row as ``airflow dags unpause`` sets, without a CLI process (seconds of Airflow imports)."""
+        self.api("PATCH", f"/dags/{dag_id}", {"is_paused": False})
 
     # -- the REST API ---------------------------------------------------------------------------
     def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
@@ -167,7 +188,7 @@ class AirflowStandalone:
             except StandaloneError:
                 if time.monotonic() > deadline:
                     raise StandaloneError(f"DAG {dag_id} not parsed in {timeout:.0f}s:\n{self.log_tail()}") from None
-                time.sleep(2)
+                time.sleep(1)
 
     def wait_for_runs(self, dag_id: str, logical_dates: Iterable[str], timeout: float = 900,
                       since: str | None = None) -> dict[str, str]:
@@ -185,7 +206,7 @@ class AirflowStandalone:
                 return states
             if time.monotonic() > deadline:
                 raise StandaloneError(f"Runs of {dag_id} not finished in {timeout:.0f}s: {states}\n{self.log_tail()}")
-            time.sleep(3)
+            time.sleep(1)
 
     def delete_runs(self, dag_id: str) -> None:
         """Delete every run of the DAG (a test starting from no history)."""
@@ -273,6 +294,10 @@ def standalone_env(home: Path, port: int, connections: dict[str, str]) -> dict[s
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_urlsafe(32),
         "AIRFLOW__API__SECRET_KEY": secrets.token_urlsafe(32),
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        # a triggerer started after one was killed takes over its triggers only once the dead one's last
+        # heartbeat is older than the threshold (default 30 s, heartbeats every 5 s): 10 s, every 2 s
+        "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
+        "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "10",
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "3600",
         "AIRFLOW__REVERSE_ETL__JARS_DIR": os.environ.get("AIRFLOW__REVERSE_ETL__JARS_DIR", ""),
@@ -289,7 +314,7 @@ def standalone_env(home: Path, port: int, connections: dict[str, str]) -> dict[s
     return env
 
 
-def _wait_until_healthy(instance: AirflowStandalone, timeout: float) -> None:
+def wait_until_healthy(instance: AirflowStandalone, timeout: float) -> None:
     """Until the API server answers and the scheduler, dag processor and triggerer heartbeat."""
     deadline = time.monotonic() + timeout
     last: Any = None
@@ -303,16 +328,19 @@ def _wait_until_healthy(instance: AirflowStandalone, timeout: float) -> None:
                 return
         except (OSError, StandaloneError) as exc:
             last = exc
-        time.sleep(2)
+        time.sleep(1)
     raise StandaloneError(f"airflow standalone not healthy in {timeout:.0f}s ({last}):\n{instance.log_tail()}")
 
 
 _last_user = pytest.StashKey[pytest.Item]()
 _running = pytest.StashKey[AirflowStandalone]()
+#: the fixtures whose users share the instance (:mod:`tests_common.markers` and
+#: :mod:`tests_common.parallel` name both too)
+FIXTURES = ("airflow_standalone", "airflow_standalone_starting")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    users = [item for item in session.items if "airflow_standalone" in getattr(item, "fixturenames", ())]
+    users = [item for item in session.items if set(FIXTURES) & set(getattr(item, "fixturenames", ()))]
     if users:
         session.config.stash[_last_user] = users[-1]
 
@@ -328,11 +356,11 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 
 
 @contextlib.contextmanager
-def running_standalone(home: Path, connections: dict[str, str],
+def started_standalone(home: Path, connections: dict[str, str],
                        settings: dict[str, str] | None = None) -> Iterator[AirflowStandalone]:
-    """``airflow standalone`` in ``home`` until the block ends, healthy when the block starts; the
-    tests' instance and the live-sync benchmark (bench/live.py, which tunes the scheduler with
-    ``settings``: more environment variables) both start it here."""
+    """``airflow standalone`` in ``home`` until the block ends, its processes started but not yet
+    healthy when the block starts (:func:`wait_until_healthy`): work that needs only its home can
+    go on while it boots."""
     env = {**standalone_env(home, free_port(), connections), **(settings or {})}
     with open(home / "standalone.log", "ab") as log:
         process = subprocess.Popen([str(Path(sys.executable).with_name("airflow")), "standalone"], env=env, cwd=home,
@@ -340,20 +368,34 @@ def running_standalone(home: Path, connections: dict[str, str],
                                    start_new_session=True)  # its own process group: stopped as a whole
     instance = AirflowStandalone(home=home, url=env["AIRFLOW__API__BASE_URL"], env=env, process=process)
     try:
-        _wait_until_healthy(instance, START_TIMEOUT)
         yield instance
     finally:
         instance.stop()
 
 
-@pytest.fixture(scope="session")
-def airflow_standalone(request, tmp_path_factory, spark_connect_server, postgres_server) -> Iterator[AirflowStandalone]:
-    """A running ``airflow standalone`` until its last user is done (see the module's docstring), its
-    metadata in a Postgres database of its own.
+@contextlib.contextmanager
+def running_standalone(home: Path, connections: dict[str, str],
+                       settings: dict[str, str] | None = None) -> Iterator[AirflowStandalone]:
+    """``airflow standalone`` in ``home`` until the block ends, healthy when the block starts; the
+    live-sync and fleet benchmarks (bench/live.py, bench/fleet.py, which tune the scheduler with
+    ``settings``: more environment variables) start it here."""
+    with started_standalone(home, connections, settings) as instance:
+        wait_until_healthy(instance, START_TIMEOUT)
+        yield instance
 
-    Not SQLite: under a loaded CI machine an ``airflow backfill create`` against the busy scheduler
-    failed with "database is locked" despite the 60 s busy timeout (SQLite refuses a reader's upgrade
-    to a writer at once rather than wait), as six at once did in the fleet benchmark."""
+
+@pytest.fixture(scope="session")
+def airflow_standalone_starting(request, tmp_path_factory, spark_connect_server,
+                                postgres_server) -> Iterator[AirflowStandalone]:
+    """The session's ``airflow standalone`` as soon as its processes are started, not yet healthy: for
+    a fixture that writes under its home (the warehouse its API server reads) while it boots — its
+    start-up (database tables, four Airflow processes importing, the DAG files parsed) is ~25 s that
+    Spark work can overlap. A test drives the instance through :func:`airflow_standalone`.
+
+    Its metadata is a Postgres database of its own. Not SQLite: under a loaded CI machine an ``airflow
+    backfill create`` against the busy scheduler failed with "database is locked" despite the 60 s busy
+    timeout (SQLite refuses a reader's upgrade to a writer at once rather than wait), as six at once did
+    in the fleet benchmark."""
     from tests_common.services import drop_database, fresh_database
 
     home = tmp_path_factory.mktemp("airflow-standalone")
@@ -361,11 +403,20 @@ def airflow_standalone(request, tmp_path_factory, spark_connect_server, postgres
     settings = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": fresh_database(postgres_server, database),
                 "AIRFLOW__REVERSE_ETL__POOL": POOL}
     try:
-        with running_standalone(home, {"spark_default": spark_connect_server.airflow_connection()},
+        with started_standalone(home, {"spark_default": spark_connect_server.airflow_connection()},
                                 settings) as instance:
-            # as a deployment does: the operators' pool ([reverse_etl] pool), sized to the parallelism
-            instance.cli("pools", "set", POOL, "4", "Reverse-ETL Spark jobs")
             request.config.stash[_running] = instance
             yield instance
     finally:
         drop_database(postgres_server, database)
+
+
+@pytest.fixture(scope="session")
+def airflow_standalone(airflow_standalone_starting) -> AirflowStandalone:
+    """A running ``airflow standalone`` until its last user is done (see the module's docstring)."""
+    instance = airflow_standalone_starting
+    wait_until_healthy(instance, START_TIMEOUT)
+    # as a deployment does: the operators' pool ([reverse_etl] pool), sized to the parallelism
+    # (through the REST API, as `airflow pools set` would, without a CLI process)
+    instance.api("POST", "/pools", {"name": POOL, "slots": 4, "description": "Reverse-ETL Spark jobs"})
+    return instance

@@ -7,6 +7,8 @@ refused past dates."""
 
 from datetime import datetime
 
+import pytest
+
 from spark_jobs.delta.lake import commit_metadata
 from spark_jobs.state.lineage import read_lineage
 from spark_jobs.delta.timetravel import recorded_versions
@@ -36,9 +38,16 @@ def seed_source(spark, path):
             spark.createDataFrame(rows, SCHEMA).write.format("delta").mode("overwrite").save(path)
 
 
-def test_backfill_history_dag(spark, warehouse, tmp_path, airflow_db, spark_default_on_connect):
-    source = f"{warehouse}/raw/customers"
-    seed_source(spark, source)
+@pytest.fixture(scope="module")
+def source(spark, tmp_path_factory) -> str:
+    """The upstream Delta table with its own history, written once for the module (four commits): the
+    tests only read it, each backfilling into a warehouse of its own."""
+    path = str(tmp_path_factory.mktemp("history-source") / "customers")
+    seed_source(spark, path)
+    return path
+
+
+def test_backfill_history_dag(spark, source, warehouse, tmp_path, airflow_db, spark_default_on_connect):
     events_file = tmp_path / "openlineage.jsonl"
     states = run_dag_with_openlineage(REPO / "dags" / "backfill_history.py", "backfill_history",
                                       "2026-02-03T00:00:00+00:00", events_file,
@@ -81,9 +90,7 @@ def test_backfill_history_dag(spark, warehouse, tmp_path, airflow_db, spark_defa
     assert (source_in["name"], source_in["facets"]["version"]["datasetVersion"]) == (source, "3")
 
 
-def test_backfill_job_is_ordered_idempotent_and_refuses_the_past(spark, warehouse):
-    source = f"{warehouse}/raw/customers"
-    seed_source(spark, source)
+def test_backfill_job_is_ordered_idempotent_and_refuses_the_past(spark, source, warehouse):
     spec = dict(name="customers", primary_key=["customer_id"], run_id="bf",
                 source={"format": "delta", "path": source, "as_of_logical_date": True})
     shuffled = [iso(day) for day in ("2026-01-30", "2026-01-28", "2026-01-29")]

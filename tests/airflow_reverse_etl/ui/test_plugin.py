@@ -22,8 +22,10 @@ from tests_common.sync_history import REFUSED, has_deletion_vectors, write_sync_
 
 
 @pytest.fixture(scope="module")
-def history(spark, airflow_standalone, tmp_path_factory):
-    return write_sync_history(spark, airflow_standalone.warehouse, tmp_path_factory.mktemp("sync-history"))
+def history(airflow_standalone_starting, spark, tmp_path_factory):
+    """Written while the instance boots (its API server reads the warehouse only when the view is
+    opened): the start-up and the Spark jobs overlap."""
+    return write_sync_history(spark, airflow_standalone_starting.warehouse, tmp_path_factory.mktemp("sync-history"))
 
 
 def _comparable(row, columns):
