@@ -7,8 +7,9 @@ its CSV extract into the SQLite CRM: the operators write their specs to and read
 the ``s3a://`` warehouse) and one wide-table step over the demo's snapshot. Over Connect, also a live
 sync: a Delta source on S3 committed to by another writer (delta-rs), the :class:`DeltaCommitTrigger`
 watching it fires, and the live_orders DAG carries the commit (Change Data Feed read from S3) to its
-CRM, after which the watcher finds nothing left to fire for. Why the live step runs over Connect only
-is in the cluster test's docstring.
+CRM, after which the watcher finds nothing left to fire for; on the cluster, where every job is a cold
+spark-submit, the live step runs as far as Spark is in it: the watcher fires and the snapshot reads the
+commit from S3 (its diff and sync are the demo's jobs again).
 
 Spark reaches S3 through the S3A connector fetched on demand (``scripts/fetch_jars.sh s3``) on the
 driver's and executors' classpath, with the settings a deployment keeps in ``spark-defaults.conf``
@@ -143,34 +144,48 @@ def live_sync(warehouse: str, tmp_path: Path, monkeypatch) -> None:
     assert DeltaCommitTrigger(source=source, snapshot="live_orders", warehouse=warehouse).poll() is None
 
 
+def live_snapshot(warehouse: str) -> None:
+    """The live step as far as Spark is in it, for the cluster: a commit to a Delta source on S3 fires
+    the watcher, the snapshot job reads the commit (the source's Change Data Feed, from S3) into the
+    live table, after which the watcher finds nothing left to fire for. (Its diff and sync are the
+    demo's jobs again: over Connect the whole live DAG runs.)"""
+    from airflow_reverse_etl.hooks.spark_job import SparkJobHook
+    from airflow_reverse_etl.triggers.delta_commit import DeltaCommitTrigger
+    from spark_jobs.contract import parse_spec
+
+    source = f"{warehouse}/raw/live_orders"
+    write_orders(source)
+    trigger = DeltaCommitTrigger(source=source, snapshot="live_orders", warehouse=warehouse, poll_interval=0.2)
+    fired = asyncio.run(asyncio.wait_for(first_event(trigger), 120))
+    assert (fired["snapshot"], fired["source_version"]) == ("snapshots/live_orders", 0)
+    spec = parse_spec({"job": "snapshot", "name": "live_orders", "primary_key": ["order_id"], "run_id": "live-1",
+                       "logical_date": f"{DAY}T00:00:00+00:00", "source": {"format": "delta", "path": source,
+                                                                           "cdf": True}})
+    assert SparkJobHook(warehouse=warehouse).run_job(spec)["status"] == "success"
+    assert DeltaCommitTrigger(source=source, snapshot="live_orders", warehouse=warehouse).poll() is None
+
+
 def test_the_pipeline_on_the_standalone_cluster_on_s3(airflow_db, spark_cluster, cluster_client, s3_lake: S3Lake,
                                                       tmp_path, monkeypatch):
-    """The demo DAG, unchanged but for its warehouse, with a wide-table step, as spark-submits (client
+    """The demo DAG, unchanged but for its warehouse, with a wide-table step and a live snapshot (the
+    watcher fires on a commit to a Delta source on S3, the snapshot reads it), as spark-submits (client
     mode) on the cluster: the drivers here, the executors on the worker, all reading and writing s3a://
     through the connector on their classpath. The executors' Python lacks this project
     (tests/integration/test_cluster.py checks that premise), so the sync, delivering from the executors
-    here, could only run because ``spark_jobs`` was shipped with ``--py-files``.
-
-    The live step runs over Connect only (each job here is a cold spark-submit, ~45-65 s on CI): what
-    a live sync adds to the steps above does not depend on the execution mode. Its watcher
-    (:class:`DeltaCommitTrigger`) runs in the triggerer and reads the source's Delta log with delta-rs
-    from the Airflow side, never through Spark. Its jobs are an ordinary snapshot (of a Delta source,
-    its Change Data Feed read by the same ``spark_jobs`` code in both modes), diff and sync, whose
-    cluster-side ingredients — the S3A connector on the drivers' and executors' classpath, the
-    executors' keys from the credentials file, ``spark_jobs`` shipped to them — are each exercised
-    here by the demo's jobs and the wide-table step."""
+    here, could only run because ``spark_jobs`` was shipped with ``--py-files``."""
     cluster_client.configure({**s3_lake.spark_conf, "spark.driver.extraClassPath": s3_lake.classpath,
                               "spark.executor.extraClassPath": s3_lake.classpath})
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", spark_cluster.master_url)
     warehouse = s3_lake.warehouse("cluster")
 
     sync = run_topology(warehouse, tmp_path, monkeypatch, live=False, executors_deliver=True)
+    live_snapshot(warehouse)
 
     assert sync["spark"] == {"master": spark_cluster.master_url, "deploy_mode": "client",
                              "application_id": sync["spark"]["application_id"],
                              "ui_url": sync["spark"]["ui_url"]}  # the driver UI, for the extra link
     apps = cluster_client.applications()
-    assert len(apps) == 4, [a["name"] for a in apps]  # demo 3, widen 1: all on the cluster
+    assert len(apps) == 5, [a["name"] for a in apps]  # demo 3, widen 1, live snapshot 1: all on the cluster
     for app in apps:  # ...with work in the worker's executors, and no key in any of their settings
         assert app["task_executors"] and "driver" not in app["task_executors"], app["name"]
         assert "aretl-test-secret" not in str(app["properties"]), app["name"]
