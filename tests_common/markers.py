@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests_common import standalone
+
 #: marker -> (description, fixtures that imply it)
 FIXTURE_MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "spark": ("uses the in-process local SparkSession (the `spark` fixture)", ("spark",)),
@@ -25,8 +27,7 @@ FIXTURE_MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "s3": ("talks to a real S3-compatible server on 127.0.0.1 (moto's server)",
            ("s3_endpoint", "s3_ignoring_conditional_writes")),
     "airflow_db": ("uses the Airflow metadata database (SQLite in a throw-away AIRFLOW_HOME)", ("airflow_db",)),
-    "standalone": ("drives a real `airflow standalone` (scheduler, API server)",
-                   ("airflow_standalone", "airflow_standalone_starting")),
+    "standalone": ("drives a real `airflow standalone` (scheduler, API server)", standalone.FIXTURES),
     "browser": ("drives a real headless Chromium", ("chromium",)),
 }
 WRITTEN_MARKERS = {

@@ -30,9 +30,10 @@ from typing import Iterator
 import pytest
 from _pytest.nodeid import NodeId
 
+from tests_common import standalone
+
 #: session fixture -> the group of every test that uses it (first match wins)
-SHARED_SERVERS = {"airflow_standalone": "standalone", "airflow_standalone_starting": "standalone",
-                  "spark_cluster": "cluster"}
+SHARED_SERVERS = {**dict.fromkeys(standalone.FIXTURES, "standalone"), "spark_cluster": "cluster"}
 
 
 def _group(item: pytest.Item) -> str | None:

@@ -334,8 +334,8 @@ def wait_until_healthy(instance: AirflowStandalone, timeout: float) -> None:
 
 _last_user = pytest.StashKey[pytest.Item]()
 _running = pytest.StashKey[AirflowStandalone]()
-#: the fixtures whose users share the instance (:mod:`tests_common.markers` and
-#: :mod:`tests_common.parallel` name both too)
+#: the fixtures whose users share the instance (their marker and xdist group come from this too:
+#: :mod:`tests_common.markers`, :mod:`tests_common.parallel`)
 FIXTURES = ("airflow_standalone", "airflow_standalone_starting")
 
 
