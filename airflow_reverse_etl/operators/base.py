@@ -285,10 +285,10 @@ class ReverseEtlJobOperator(ResumableJobMixin, BaseOperator):
         store = context.get("task_state_store") if self.durable else None
         kept = store.get(self.external_id_key) if store is not None else None
         status = self.get_job_status(kept, context) if kept else None
-        if kept and status == FINISHED:
+        if status == FINISHED:
             self.log.info("Taking the result of the driver an earlier attempt submitted, which has finished")
             return self._hook.driver_result(ClusterDriver.from_json(kept))
-        if kept and status in ACTIVE:
+        if status in ACTIVE:
             driver = ClusterDriver.from_json(kept)
             self.log.info("Deferring to the driver an earlier attempt submitted: %s", driver.driver_id)
         else:
