@@ -64,6 +64,12 @@ class DeliveryPolicy(Options):
     requests_per_second: float | None = option(
         None, optional(positive), doc="requests per second to the destination for the sync, retries included "
                                       "(per partition once resolved)")
+    requests_window: float | None = option(
+        None, optional(positive),
+        doc="seconds of the rolling window over which the destination counts requests (HubSpot's 10): the sync "
+            "then sends up to requests_per_second × requests_window requests in any such window, at once if it "
+            "can, instead of one every 1/requests_per_second seconds. None: spread evenly, for APIs whose "
+            "window is unknown or that meter with a small token bucket")
     max_in_flight: int | None = option(
         None, optional(at_least_one), doc="requests in flight at once for the sync: caps the delivering "
                                           "partitions and their concurrency")

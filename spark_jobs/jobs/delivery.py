@@ -13,15 +13,17 @@ Limits for the whole sync (``delivery``: ``rate_limit`` records/s, ``requests_pe
   record per partition they came in), D = min(the cluster's default parallelism, ``max_in_flight``,
   the sink's ``max_parallelism``), so that no more than D tasks ever deliver — at once or in turn —
   and none finishes early leaving its share unused;
-* each gets 1/D of each rate, as a token bucket shared by its threads, and at most
+* each gets 1/D of each rate, shared by its threads (:mod:`spark_jobs.sinks.pacing`: a token bucket,
+  or for requests counted over a known ``requests_window`` W, ⌊rate × W / D⌋ slots), and at most
   ``max_in_flight // D`` threads (``concurrency`` capped), each with one request at a time.
 
 How exact that is: requests in flight never exceed ``max_in_flight``; over any window of T seconds
 the destination receives at most ``rate × (T + 1)`` records, or ``rate × T + D`` requests (each bucket
 starts empty; a bucket of records holds at most one second's worth, one of requests a single
-request). It is a ceiling and nearly a target (equal partitions); a cluster with fewer task slots than D runs
-them in turn. A Spark task retried after a lost executor (or speculation, off by default) sends beside the
-share it replaces; its batches are sent again by key, which the API absorbs.
+request) — with ``requests_window`` W, at most ``rate × W`` requests in any W seconds. It is a ceiling
+and nearly a target (equal partitions); a cluster with fewer task slots than D runs them in turn. A
+Spark task retried after a lost executor (or speculation, off by default) sends beside the share it
+replaces; its batches are sent again by key, which the API absorbs.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ Sinks must be idempotent: upsert and delete by key, so a resend after a failure 
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
@@ -127,7 +128,7 @@ class SinkCapabilities:
     wants_json: bool = False
     #: The destination can remove a key; without it a mirror sync (which sends deletes) is refused.
     supports_delete: bool = True
-    #: The sink sends several requests per batch and calls :meth:`Sink.pace_request` before each (a
+    #: The sink sends several requests per batch and sends each inside :meth:`Sink.request_slot` (a
     #: REST destination); otherwise the core paces each attempt at a batch as one request.
     paces_requests: bool = False
 
@@ -160,9 +161,9 @@ class Sink:
     wants_json: ClassVar[bool]
     supports_delete: ClassVar[bool]
     paces_requests: ClassVar[bool]
-    #: The sync's ``requests_per_second`` share of this sink's partition (set by the delivery core on
-    #: each sink it opens, shared by the partition's threads; None: no limit).
-    request_pacer: Callable[[], None] | None = None
+    #: The sync's ``requests_per_second`` share of this sink's partition: one request's slot (set by the
+    #: delivery core on each sink it opens, shared by the partition's threads; None: no limit).
+    request_pacer: Callable[[], AbstractContextManager[None]] | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -205,10 +206,10 @@ class Sink:
         return policy
 
     # --- executor side -----------------------------------------------------------------------
-    def pace_request(self) -> None:
-        """Wait until the sync's requests-per-second limit allows one more request to the destination."""
-        if self.request_pacer is not None:
-            self.request_pacer()
+    def request_slot(self) -> AbstractContextManager[None]:
+        """Enter before one request to the destination and leave when it is answered: waits until the
+        sync's requests-per-second limit allows it (a destination's window counts a request until then)."""
+        return self.request_pacer() if self.request_pacer is not None else nullcontext()
 
     def open(self) -> None:
         """Connect. Called once per partition on the executor."""

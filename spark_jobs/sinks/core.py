@@ -32,6 +32,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_aft
 from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.sinks.base import Outcome, Rejected, Retry, Sink
 from spark_jobs.sinks.batch import ChangeBatch
+from spark_jobs.sinks.pacing import RateLimiter, request_pacer
 from spark_jobs.errors import DestinationError, DestinationUnreachableError, RetryableError
 
 if TYPE_CHECKING:
@@ -78,39 +79,6 @@ class Stats:
                     self.outcomes[outcome] = self.outcomes.get(outcome, 0) + int(n)
             else:
                 setattr(self, name, getattr(self, name) + int(value or 0))
-
-
-class RateLimiter:
-    """Token bucket shared by a partition's threads: on average at most ``rate`` records (or requests)
-    per second.
-
-    The bucket starts empty and holds at most ``burst`` tokens (default: one second's worth), so the
-    limit holds from the first batch and an idle spell does not buy a burst bigger than that. A
-    bucket of requests holds one (``burst=1``): APIs count requests over windows (HubSpot's rolling
-    10 s, Braze's fixed ones), and a second's worth saved up would be added to a whole window's
-    allowance — at 95 % of HubSpot's 100 per 10 s, 104.5 requests in some window, and a 429 that costs
-    the window's 10 s."""
-
-    def __init__(self, rate: float, burst: float | None = None):
-        if rate <= 0:
-            raise ValueError(f"rate_limit must be positive, got {rate}")
-        self.rate = float(rate)
-        self.burst = self.rate if burst is None else float(burst)
-        self.tokens = 0.0
-        self.last = time.monotonic()
-        self.lock = threading.Lock()
-
-    def acquire(self, n: int) -> None:
-        with self.lock:
-            now = time.monotonic()
-            self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate) - n
-            self.last = now
-            wait = -self.tokens / self.rate if self.tokens < 0 else 0.0
-        if wait:
-            time.sleep(wait)
-
-    def one(self) -> None:
-        self.acquire(1)
 
 
 class _PendingRecords(RetryableError):
@@ -189,9 +157,11 @@ class _BatchDelivery:
     def _attempt(self) -> None:
         self.attempts += 1
         pending = self.pending
-        if not self.sink.capabilities.paces_requests:
-            self.sink.pace_request()  # one attempt, one request
-        outcomes = self.sink.write_batch(pending)
+        if self.sink.capabilities.paces_requests:
+            outcomes = self.sink.write_batch(pending)
+        else:
+            with self.sink.request_slot():  # one attempt, one request
+                outcomes = self.sink.write_batch(pending)
         if len(outcomes) != len(pending):
             raise DestinationError(
                 f"Sink {self.sink.name!r} returned {len(outcomes)} outcomes for {len(pending)} records")
@@ -264,8 +234,8 @@ class _Lanes:
     def __init__(self, make_sink: Callable[[], Sink], policy: DeliveryPolicy):
         self.make_sink = make_sink
         self.policy = policy
-        #: the partition's share of the sync's requests per second, one bucket for all its threads
-        self.pacer = RateLimiter(policy.requests_per_second, burst=1).one if policy.requests_per_second else None
+        #: the partition's share of the sync's requests per second, one for all its threads
+        self.pacer = request_pacer(policy)
         self.local = threading.local()
         self.opened: list[tuple[Sink, Stats]] = []
         self.lock = threading.Lock()

@@ -4,7 +4,7 @@ A batch the delivery core hands over (:meth:`RestSink.write_batch`) becomes requ
 grouped by operation, each group sent one record per request (``per: record``) or in requests of at
 most ``batch_size`` records (``per: batch``), in order, one after the other on this sink's thread
 (the core's ``concurrency`` runs several sinks side by side). Each request waits for the sync's
-``requests_per_second`` share first (:meth:`~spark_jobs.sinks.base.Sink.pace_request`) and retries
+``requests_per_second`` share first (:meth:`~spark_jobs.sinks.base.Sink.request_slot`) and retries
 included. Outcomes come from the response (:mod:`.responses`); a template value that cannot be placed
 (a null in the URL) rejects that record alone.
 
@@ -177,6 +177,6 @@ class RestSink(Sink):
 
     def _sent(self, request: RestRequest, headers: dict[str, str]) -> Any:
         assert self.session is not None, "the sink is not open"
-        self.pace_request()
-        return send(self.session, request.method, request.url, timeout=self.timeout, redact=self.auth.redact,
-                    data=request.body, headers=headers)
+        with self.request_slot():
+            return send(self.session, request.method, request.url, timeout=self.timeout, redact=self.auth.redact,
+                        data=request.body, headers=headers)

@@ -26,9 +26,10 @@ the record's key); the lookups of insert, update and delete are the preset's cod
 
 Connection: ``reverse_etl_hubspot`` (or any connection) whose password is a private app's access token
 (``Authorization: Bearer``); its host, when set, replaces ``https://api.hubapi.com`` (a proxy, or the
-test emulator). Rate: unless the sync sets ``delivery.requests_per_second``, it paces itself to
-``burst_limit`` × ``limit_share`` requests per 10 seconds for the whole sync (the core keeps the limit
-across executors); a 429 is waited out (``Retry-After``, else the window HubSpot's
+test emulator). Rate: unless the sync sets ``delivery.requests_per_second``, it sends at most
+``burst_limit`` × ``limit_share`` requests in any rolling 10 seconds for the whole sync, as HubSpot counts
+them (``requests_window`` 10: a window's allowance may go at once; the core keeps the limit across
+executors); a 429 is waited out (``Retry-After``, else the window HubSpot's
 ``X-HubSpot-RateLimit-*`` headers describe) and the batch sent again.
 """
 
@@ -50,6 +51,8 @@ from spark_jobs.sinks.saas.values import Unconvertible, boolean, epoch_millis, m
 
 API = "https://api.hubapi.com"
 BATCH_LIMIT = 100
+#: HubSpot counts requests over a rolling window of this many seconds (the burst limit is per window).
+WINDOW_S = 10.0
 #: Object types whose records HubSpot finds by email, though the property is not marked unique.
 BY_EMAIL = frozenset({"contacts", "0-1"})
 #: Properties of each (API, object type), shared by the lanes and partitions of a Spark worker.
@@ -110,7 +113,8 @@ class HubSpotSink(SaasSink):
     def limits(self, policy: DeliveryPolicy) -> DeliveryPolicy:
         if policy.requests_per_second is not None:
             return policy
-        return replace(policy, requests_per_second=self.options.burst_limit * self.options.limit_share / 10)
+        return replace(policy, requests_per_second=self.options.burst_limit * self.options.limit_share / WINDOW_S,
+                       requests_window=WINDOW_S)
 
     def retry_wait(self, reply: Reply, headers: Any) -> float | None:
         """A 429 without ``Retry-After``: HubSpot's rolling window

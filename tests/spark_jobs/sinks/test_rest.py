@@ -220,21 +220,44 @@ def test_requests_per_second_and_in_flight_hold_for_the_whole_sync(contacts_api)
     assert delivery.partitions == 2 and delivery.policy.requests_per_second == 10
     assert delivery.policy.concurrency == 1
     contacts_api.hold(0.02)
-    sinks = rest(contacts_api, {"upsert": UPSERT_ONE})
-    shared = {k: v for k, v in delivery.policy.to_dict().items() if v is not None}
-    started = time.monotonic()
-    parts = [[contact(i) for i in range(p * 20, p * 20 + 20)] for p in range(2)]
-    threads = [threading.Thread(target=deliver, args=(sinks, part, KEY, FIELDS), kwargs=shared) for part in parts]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    arrivals = sorted(r.arrived - started for r in contacts_api.requests)
+    arrivals = delivered_by_two_partitions(contacts_api, delivery.policy, 20)
     assert len(arrivals) == 40 and len(contacts_api.contacts) == 40
     assert contacts_api.max_in_flight <= 2
     for n, arrived in enumerate(arrivals, start=1):
         assert arrived >= n / 20 - 0.05, f"request {n} arrived at {arrived:.2f}s: faster than 20/s"
     assert arrivals[-1] < 2 * 40 / 20 + 1  # and not throttled much harder than asked
+
+
+def test_with_the_apis_window_known_its_allowance_goes_at_once_and_never_one_more(contacts_api):
+    """``requests_window``: the API counts requests over rolling windows (the Contacts API: 20 in any
+    second, 429 past that). Two partitions with their resolved share (10 per second each) send a
+    window's allowance at once — evenly spaced, the 20th request would wait 0.95 s — and never one
+    request over it: a slot frees a window after its answer, so slow answers cannot crowd a window."""
+    contacts_api.rate_limit = 20
+    policy = DeliveryPolicy(requests_per_second=20, requests_window=1.0, concurrency=4, batch_size=1)
+    delivery = resolve(policy, RestSink, running_at_once=lambda: 2)
+    assert delivery.policy.requests_per_second == 10 and delivery.policy.requests_window == 1.0
+    contacts_api.hold(0.05)
+    arrivals = delivered_by_two_partitions(contacts_api, delivery.policy, 30)
+    assert [r.status for r in contacts_api.requests] == [200] * 60 and len(contacts_api.contacts) == 60
+    busiest = max(sum(1 for later in arrivals if arrived <= later < arrived + 1.0) for arrived in arrivals)
+    assert busiest == 20, f"{busiest} requests in the busiest second: the window's allowance is 20"
+    assert arrivals[19] < 0.5, f"the 20th request arrived at {arrivals[19]:.2f}s: the window's head was not used"
+
+
+def delivered_by_two_partitions(api, policy: DeliveryPolicy, each: int) -> list[float]:
+    """Deliver ``each`` contacts from each of two partitions (threads here, as executors would be)
+    with the resolved ``policy``; the seconds after the start at which the API received each request."""
+    sinks = rest(api, {"upsert": UPSERT_ONE})
+    shared = {k: v for k, v in policy.to_dict().items() if v is not None}
+    started = time.monotonic()
+    parts = [[contact(i) for i in range(p * each, p * each + each)] for p in range(2)]
+    threads = [threading.Thread(target=deliver, args=(sinks, part, KEY, FIELDS), kwargs=shared) for part in parts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(r.arrived - started for r in api.requests)
 
 
 def test_the_records_rate_and_the_partitions_cap_split_over_the_delivering_partitions():
