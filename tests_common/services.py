@@ -21,6 +21,7 @@ import subprocess
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -41,7 +42,6 @@ __all__ = [
 
 REPO_ROOT = REPO
 SCRIPTS = REPO_ROOT / "scripts" / "services"
-DEFAULT_PG_PASSWORD = "aretl-test-only-pw"  # must match scripts/services/postgres.sh
 START_TIMEOUT = float(os.environ.get("ARETL_TEST_SERVICE_TIMEOUT", "900"))  # a cold install included
 
 
@@ -162,8 +162,16 @@ def _parse_pg_dsn(stdout: str) -> PostgresInfo:
     if not m:
         raise ServiceError(f"postgres.sh printed no DSN line:\n{stdout}")
     host, port, dbname, user = m.groups()
-    password = os.environ.get("ARETL_TEST_PG_PASSWORD") or DEFAULT_PG_PASSWORD
+    password = os.environ.get("ARETL_TEST_PG_PASSWORD") or _made_password(stdout)
     return PostgresInfo(host=host, port=int(port), user=user, password=password, dbname=dbname)
+
+
+def _made_password(stdout: str) -> str:
+    """The password postgres.sh made for its cluster, from the file its ``passfile=`` line names."""
+    m = re.search(r"^passfile=(.+)$", stdout, re.M)
+    if not m:
+        raise ServiceError(f"postgres.sh printed no passfile line and ARETL_TEST_PG_PASSWORD is unset:\n{stdout}")
+    return Path(m.group(1)).read_text().strip()
 
 
 def start_postgres() -> tuple[PostgresInfo, bool]:

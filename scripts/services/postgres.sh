@@ -5,9 +5,12 @@
 #   scripts/services/postgres.sh stop     stop it (the data directory is kept for the next start)
 #   scripts/services/postgres.sh status   exit 0 and print the DSN if it runs, exit 3 if not
 #
+# The DSN lines name no password; a `passfile=` line names the file that holds it (mode 0600).
+#
 # Environment:
 #   ARETL_TEST_PG_PORT       TCP port (default 55432)
-#   ARETL_TEST_PG_PASSWORD   password of the superuser `aretl` (default: a test-only value, see below);
+#   ARETL_TEST_PG_PASSWORD   password of the superuser `aretl` (default: a random one, made when the
+#                            cluster is first set up and kept in <cluster dir>/superuser-password);
 #                            changing it re-initialises the data directory on the next start
 #   ARETL_TEST_PG_DIR        where the cluster lives (default <repo>/.cache/services/postgres)
 #   ARETL_TEST_PG_BINDIR     directory holding initdb/pg_ctl (default: PATH, then /usr/lib/postgresql/*/bin)
@@ -22,7 +25,6 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=lib.sh
 source "$repo/scripts/services/lib.sh"
 port=${ARETL_TEST_PG_PORT:-55432}
-password=${ARETL_TEST_PG_PASSWORD:-aretl-test-only-pw}
 user=aretl
 dbname=aretl
 host=127.0.0.1
@@ -104,6 +106,21 @@ base=$(cluster_dir)
 data="$base/data"
 logfile="$base/postgres.log"
 stampfile="$base/.initialized-for"
+passfile="$base/superuser-password"
+
+# The superuser's password: the environment's, else the one made for this cluster (random, mode 0600:
+# kept beside the cluster, never in the project's files, argv or the DSN lines).
+load_password() {
+  if [ -n "${ARETL_TEST_PG_PASSWORD:-}" ]; then
+    password=$ARETL_TEST_PG_PASSWORD
+    return
+  fi
+  if [ ! -s "$passfile" ]; then
+    mkdir -p "$base"
+    ( umask 077; head -c 24 /dev/urandom | base64 | tr -d '/+=\n' > "$passfile" )
+  fi
+  password=$(cat "$passfile")
+}
 
 running_port() {
   # Line 4 of postmaster.pid is the port of a running server.
@@ -120,6 +137,7 @@ print_dsn() {
   local p=${1:-$port}
   echo "host=$host port=$p dbname=$dbname user=$user"
   echo "postgresql://$user@$host:$p/$dbname"
+  if [ -z "${ARETL_TEST_PG_PASSWORD:-}" ]; then echo "passfile=$passfile"; fi
 }
 
 client() { # psql over TCP as the superuser
@@ -175,6 +193,7 @@ do_start() {
     useradd --system --home-dir /var/lib/postgresql --shell /bin/bash "$pg_os_user"
   fi
   local version want
+  load_password
   version=$("$bindir/postgres" --version 2>/dev/null || "$bindir/pg_ctl" --version)
 
   # The stamp ties the data directory to the server version, superuser and password it was made for.
