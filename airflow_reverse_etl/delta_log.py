@@ -6,8 +6,8 @@ that say whether waiting helps. Cheap enough to poll from the triggerer.
   :class:`~airflow_reverse_etl.sensors.snapshot.SnapshotSensor` and
   :class:`~airflow_reverse_etl.triggers.delta_version.DeltaVersionTrigger`;
 - :func:`table_id` — which table is at a path now (a source replaced there has another id);
-- :class:`LogFollower` — a table's head and newest commits, for
-  :class:`~airflow_reverse_etl.triggers.delta_commit.DeltaCommitTrigger`.
+- :class:`TableLog` — one look at a table's log: its id, head and newest commits from one listing,
+  for :class:`~airflow_reverse_etl.triggers.delta_commit.DeltaCommitTrigger`.
 
 Each poll is a fresh look: one listing of ``_delta_log``, then only the commit files the question
 needs, newest first. A table that does not exist yet is worth waiting for (``None``, no commits);
@@ -19,6 +19,8 @@ line) a configuration or data error naming the table.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from itertools import islice
 from typing import Any, Iterator
 
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlDataError
@@ -41,46 +43,71 @@ def _refuse_plain_files(uri: str) -> None:
                                     "it is not a Delta table; point at the table the snapshot writes")
 
 
-def _versions(uri: str) -> list[int]:
-    """The table's versions, newest first; none while there is no table (a path that can never hold
-    one refused)."""
-    with reading_log(uri):
-        versions = delta_tables.commit_versions(uri)
-        if versions is None:
-            _refuse_plain_files(uri)
-    return versions or []
+class TableLog:
+    """One look at the log of the table at ``uri``: a single listing of ``_delta_log`` (made here),
+    then the table's id and only the commits asked for, newest first, each read when it is reached and
+    up to its ``commitInfo`` line. A poller makes one per table per poll: it holds nothing between
+    polls, so a restarted triggerer loses nothing, and a poll lists each log once however many
+    questions it asks (on an object store each LIST is a request)."""
+
+    def __init__(self, uri: str):
+        self.uri = uri
+        with reading_log(uri):
+            self._listing = delta_tables.list_log(uri)
+            self.versions = self._listing.versions or []
+            if self._listing.versions is None:
+                _refuse_plain_files(uri)
+
+    def commits(self) -> Iterator[dict[str, Any]]:
+        """The table's commits newest first (the API's commits); none while there is no table."""
+        found = delta_tables.commits(self.uri, self.versions, head_whole=False)
+        while True:
+            with self._reading():
+                commit = next(found, None)
+            if commit is None:
+                return
+            yield commit
+
+    def newest_commits(self, limit: int) -> Iterator[dict[str, Any]]:
+        """The table's ``limit`` newest commits, newest first."""
+        return islice(self.commits(), limit)
+
+    def head_version(self) -> int | None:
+        """The table's newest version, its commit read up to its ``commitInfo`` (a head that is not
+        JSON ends a watch naming it, instead of starting a run that would fail on it); None while
+        there is no table."""
+        head = next(self.commits(), None)
+        return None if head is None else int(head["version"])
+
+    def table_id(self) -> str | None:
+        """The id of the Delta table (its log's ``metaData.id``), None while there is none: which table
+        is there now, so that a table replaced at the same path is noticed."""
+        with self._reading():
+            return self._listing.table_id()
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        with reading_log(self.uri):
+            try:
+                yield
+            except delta_tables.DamagedCommit as exc:
+                raise ReverseEtlDataError(f"The Delta log of {self.uri} is corrupt: {exc}") from exc
 
 
 def commits(uri: str) -> Iterator[dict[str, Any]]:
-    """The table's commits newest first (the API's commits), each read when it is reached and up to its
-    ``commitInfo`` line: a poll reads a few lines per commit, however many files a commit added."""
-    versions = _versions(uri)
-    found = delta_tables.commits(uri, versions, head_whole=False)
-    while True:
-        with reading_log(uri):
-            try:
-                commit = next(found, None)
-            except delta_tables.DamagedCommit as exc:
-                raise ReverseEtlDataError(f"The Delta log of {uri} is corrupt: {exc}") from exc
-        if commit is None:
-            return
-        yield commit
+    """The table's commits newest first (:meth:`TableLog.commits`)."""
+    return TableLog(uri).commits()
 
 
 def head_version(uri: str) -> int | None:
-    """The table's newest version; None while there is no table."""
-    versions = _versions(uri)
+    """The table's newest version (the newest commit file listed); None while there is no table."""
+    versions = TableLog(uri).versions
     return versions[0] if versions else None
 
 
 def table_id(uri: str) -> str | None:
-    """The id of the Delta table at ``uri`` (its log's ``metaData.id``), None while there is none:
-    which table is there now, so that a table replaced at the same path is noticed."""
-    with reading_log(uri):
-        try:
-            return delta_tables.table_id(uri)
-        except delta_tables.DamagedCommit as exc:
-            raise ReverseEtlDataError(f"The Delta log of {uri} is corrupt: {exc}") from exc
+    """The id of the Delta table at ``uri`` (:meth:`TableLog.table_id`)."""
+    return TableLog(uri).table_id()
 
 
 def find_version(uri: str, logical_date: str | None = None, min_version: int | None = None) -> dict[str, Any] | None:
@@ -101,25 +128,3 @@ def find_version(uri: str, logical_date: str | None = None, min_version: int | N
         if when < wanted:  # logical dates increase with versions: it is not there (yet)
             return None
     return None
-
-
-class LogFollower:
-    """The reads of a watcher that polls tables' logs: each poll lists the log afresh and reads only the
-    newest commits it looks at (a commit file is read when it is reached), so the cost of a poll does
-    not grow with the table. One follower per polling loop; it holds no state between polls, so a
-    triggerer restart loses nothing."""
-
-    def head_version(self, uri: str) -> int | None:
-        """The table's newest version, its commit read up to its ``commitInfo`` (a head that is not
-        JSON ends the watch naming it, instead of starting a run that would fail on it); None while
-        there is no table."""
-        head = next(commits(uri), None)
-        return None if head is None else int(head["version"])
-
-    def newest_commits(self, uri: str, limit: int) -> Iterator[dict[str, Any]]:
-        """The table's ``limit`` newest commits, newest first (the API's commits: ``version``,
-        ``operation``, ``metadata``, ...); no table has no commits."""
-        for number, commit in enumerate(commits(uri)):
-            if number == limit:
-                return
-            yield commit

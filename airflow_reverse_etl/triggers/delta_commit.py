@@ -28,8 +28,8 @@ snapshot still has not caught up with (the run failed for good, or the triggerer
 claim and the event reaching Airflow) is fired again: a commit is never stranded, at the price of one
 run that may find its work already done.
 
-Reads go through :class:`airflow_reverse_etl.delta_log.LogFollower` in a worker thread: a listing of
-each log and the newest commit files, no Spark. A storage
+Reads go through :class:`airflow_reverse_etl.delta_log.TableLog` in a worker thread: one listing of
+each log per poll and the newest commit files, no Spark. A storage
 outage keeps it watching (logged, backing off up to ``MAX_BACKOFF_POLLS`` intervals); a problem
 waiting cannot fix (access denied, a path that is not a Delta table) ends the trigger with that
 error, naming the table — an event would start a run.
@@ -45,7 +45,7 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from airflow_reverse_etl.delta_log import LogFollower, table_id
+from airflow_reverse_etl.delta_log import TableLog
 from airflow_reverse_etl.exceptions import ReverseEtlInfrastructureError
 from airflow_reverse_etl.storage import reading_log
 from airflow_reverse_etl.triggers.delta_version import MAX_BACKOFF_POLLS
@@ -76,13 +76,21 @@ class Recorded:
         return head < self.version
 
 
-def recorded_source(follower: LogFollower, snapshot_uri: str) -> Recorded | None:
+def recorded_source(snapshot: TableLog) -> Recorded | None:
     """What the snapshot's newest recording commit read; None before its first."""
-    for commit in follower.newest_commits(snapshot_uri, RECORD_LOOKBACK):
+    for commit in snapshot.newest_commits(RECORD_LOOKBACK):
         recorded = commit["metadata"].get("source_version")
         if commit["metadata"].get("job") == "snapshot" and isinstance(recorded, int):
             return Recorded(recorded, commit["metadata"].get("source_table_id"))
     return None
+
+
+def _maintenance_only(source: TableLog, uncarried: int) -> bool:
+    """Whether the source's ``uncarried`` newest commits all change no row (OPTIMIZE, VACUUM, ...):
+    the pipeline is not behind, whatever the version numbers say."""
+    if uncarried > MAINTENANCE_LOOKBACK:
+        return False
+    return all(commit["operation"] in MAINTENANCE for commit in source.newest_commits(uncarried))
 
 
 class DeltaCommitTrigger(BaseEventTrigger):
@@ -103,7 +111,6 @@ class DeltaCommitTrigger(BaseEventTrigger):
         self.warehouse = warehouse.rstrip("/")
         self.poll_interval = poll_interval
         self.refire_after = refire_after
-        self._follower = LogFollower()
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}", {
@@ -149,14 +156,15 @@ class DeltaCommitTrigger(BaseEventTrigger):
 
     def poll(self) -> dict[str, Any] | None:
         """One look at the lake: the event to fire (after claiming it), or None."""
-        source_id = table_id(self.source)
-        head = self._follower.head_version(self.source)
+        source = TableLog(self.source)  # one listing of each log per poll
+        source_id = source.table_id()
+        head = source.head_version()
         if head is None:
             return None
-        recorded = recorded_source(self._follower, self.snapshot_uri)
+        recorded = recorded_source(TableLog(self.snapshot_uri))
         replaced = recorded is not None and recorded.replaced_by(source_id, head)
         if recorded is not None and not replaced and (
-                head <= recorded.version or self._maintenance_only(head - recorded.version)):
+                head <= recorded.version or _maintenance_only(source, head - recorded.version)):
             return None
         claim = self._read_claim()
         if claim is not None and self._outstanding(claim, recorded, replaced, source_id):
@@ -165,14 +173,6 @@ class DeltaCommitTrigger(BaseEventTrigger):
         event = {"source": self.source, "snapshot": table_rel(self.snapshot), "source_version": head,
                  "recorded_version": None if recorded is None else recorded.version}
         return {**event, "source_replaced": True} if replaced else event
-
-    def _maintenance_only(self, uncarried: int) -> bool:
-        """Whether the source's ``uncarried`` newest commits all change no row (OPTIMIZE, VACUUM, ...):
-        the pipeline is not behind, whatever the version numbers say."""
-        if uncarried > MAINTENANCE_LOOKBACK:
-            return False
-        commits = self._follower.newest_commits(self.source, uncarried)
-        return all(commit["operation"] in MAINTENANCE for commit in commits)
 
     def _outstanding(self, claim: dict[str, Any], recorded: Recorded | None, replaced: bool,
                      source_id: str | None) -> bool:

@@ -40,6 +40,7 @@ import json
 import random
 import re
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
@@ -93,13 +94,48 @@ def _log_names(fs: AbstractFileSystem, log: str) -> list[str] | None:
         return None
 
 
+@dataclass(frozen=True)
+class LogListing:
+    """One listing of a table's log (``_delta_log``), read fresh: what a caller asks of the log at one
+    moment — its versions, the table's id, its commits — answered from one LIST (on an object store a
+    request that costs money and latency; a watcher asks all three every few seconds)."""
+
+    fs: AbstractFileSystem
+    log: str
+    names: list[str] | None  # None: there is no _delta_log
+
+    @property
+    def versions(self) -> list[int] | None:
+        """The versions whose commit files exist, newest first; None without a ``_delta_log``."""
+        if self.names is None:
+            return None
+        found = (_COMMIT.match(name) for name in self.names)
+        return sorted((int(m.group(1)) for m in found if m), reverse=True)
+
+    def table_id(self) -> str | None:
+        """:func:`table_id` from this listing."""
+        if not self.names:
+            return None
+        if f"{0:020d}.json" in self.names:
+            return _first_metadata_id(self.fs, f"{self.log}/{0:020d}.json")
+        checkpoints = [(int(m.group(1)), m.group(0)) for m in map(_CHECKPOINT.match, self.names) if m]
+        newest = max((version for version, _ in checkpoints), default=None)
+        for name in sorted(name for version, name in checkpoints if version == newest):  # parts: one has it
+            found = _checkpoint_metadata_id(self.fs, f"{self.log}/{name}")
+            if found:
+                return found
+        return None
+
+
+def list_log(uri: str) -> LogListing:
+    """The log of the table at ``uri``, listed once (:class:`LogListing`)."""
+    fs, log = _log(uri)
+    return LogListing(fs, log, _log_names(fs, log))
+
+
 def commit_versions(uri: str) -> list[int] | None:
     """The versions whose commit files exist, newest first; None when ``uri`` has no ``_delta_log``."""
-    names = _log_names(*_log(uri))
-    if names is None:
-        return None
-    found = (_COMMIT.match(name) for name in names)
-    return sorted((int(m.group(1)) for m in found if m), reverse=True)
+    return list_log(uri).versions
 
 
 def head_version(uri: str) -> int | None:
@@ -156,19 +192,7 @@ def table_id(uri: str) -> str | None:
     Cheap: one listing of the log and the first lines of one file — the first commit, which holds
     the ``metaData`` (it is read up to that line), or, when log clean-up has deleted it, the newest
     checkpoint's ``metaData`` column. A damaged file is a :class:`DamagedCommit`."""
-    fs, log = _log(uri)
-    names = _log_names(fs, log)
-    if not names:
-        return None
-    if f"{0:020d}.json" in names:
-        return _first_metadata_id(fs, f"{log}/{0:020d}.json")
-    checkpoints = [(int(m.group(1)), m.group(0)) for m in map(_CHECKPOINT.match, names) if m]
-    newest = max((version for version, _ in checkpoints), default=None)
-    for name in sorted(name for version, name in checkpoints if version == newest):  # parts: one has it
-        found = _checkpoint_metadata_id(fs, f"{log}/{name}")
-        if found:
-            return found
-    return None
+    return list_log(uri).table_id()
 
 
 def _first_metadata_id(fs: AbstractFileSystem, file: str) -> str | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_reverse_etl.delta_log import LogFollower, find_version
+from airflow_reverse_etl.delta_log import TableLog, find_version
 from airflow_reverse_etl.ui.app import table_rows
 from spark_jobs.contract import change_set_fields
 from spark_jobs.delta.row_hash import read_table
@@ -74,11 +74,10 @@ def test_the_sensor_finds_the_date_in_a_log_with_deletion_vectors(lake):
 
 
 def test_the_live_trigger_follows_logs_with_deletion_vectors(spark, lake):
-    follower = LogFollower()
     for uri in (lake["source"], lake["snapshot"]):
         head = spark.sql(f"DESCRIBE HISTORY delta.`{uri}` LIMIT 1").collect()[0]["version"]
-        assert follower.head_version(uri) == head, uri
-    newest = next(follower.newest_commits(lake["snapshot"], 1))
+        assert TableLog(uri).head_version() == head, uri
+    newest = next(TableLog(lake["snapshot"]).newest_commits(1))
     assert (newest["version"], newest["metadata"]["logical_date"]) == (lake["day_2_version"], DAY_2)
 
 

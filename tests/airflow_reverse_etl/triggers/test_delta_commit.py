@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_reverse_etl.delta_log import LogFollower
+from airflow_reverse_etl.delta_log import TableLog
 from airflow_reverse_etl.exceptions import (
     ReverseEtlConfigError,
     ReverseEtlDataError,
@@ -100,7 +100,7 @@ def test_fires_once_per_uncarried_head_and_not_again_after_a_restart(lake):
     assert events_within(trigger_for(lake), 0.3) == []
     commit_source(lake["source"])
     assert [e["source_version"] for e in events_within(trigger_for(lake), 0.3)] == [2]
-    assert recorded_source(LogFollower(), lake["snapshot"]) == Recorded(1, None)
+    assert recorded_source(TableLog(lake["snapshot"])) == Recorded(1, None)
 
 
 def test_a_commit_during_a_run_fires_once_that_run_records(lake):
@@ -180,6 +180,31 @@ def test_maintenance_commits_of_the_source_start_no_run(lake):
     assert events_within(trigger, 0.3) == []
     commit_source(lake["source"], rows=1)
     assert [e["source_version"] for e in events_within(trigger, 0.3)] == [DeltaTable(lake["source"]).version()]
+
+
+def test_a_poll_lists_each_log_once(lake, monkeypatch):
+    """A poll asks the source's log for its id, its head and (a maintenance commit on top) its newest
+    commits, and the snapshot's for what it recorded: one LIST of each (on an object store each is a
+    paid request, every poll interval). The local filesystem's own listing, counted as it runs."""
+    from deltalake import DeltaTable
+    from fsspec.implementations.local import LocalFileSystem
+
+    for _ in range(2):
+        commit_source(lake["source"], rows=1)
+    record(lake["snapshot"], 0)
+    DeltaTable(lake["source"]).optimize.compact()  # the head is maintenance: the poll reads its commits
+    listed: list[str] = []
+    ls = LocalFileSystem.ls
+
+    def counted(fs: LocalFileSystem, path: str, *args: Any, **kwargs: Any) -> Any:
+        listed.append(str(path))
+        return ls(fs, path, *args, **kwargs)
+
+    monkeypatch.setattr(LocalFileSystem, "ls", counted)
+    event = trigger_for(lake).poll()
+    assert event is not None and event["source_version"] == 2 and event["recorded_version"] == 0
+    logs = [path for path in listed if path.endswith("_delta_log")]
+    assert sorted(logs) == sorted([f"{lake['source']}/_delta_log", f"{lake['snapshot']}/_delta_log"]), listed
 
 
 def test_a_claim_never_recorded_is_fired_again_after_refire_after(lake):
