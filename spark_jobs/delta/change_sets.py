@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from spark_jobs.contract import CHANGE_KINDS
 from spark_jobs.delta.columns import CDF_COLUMNS
 from spark_jobs.contract.delta_tables import replace_with_nothing
-from spark_jobs.delta.expressions import balanced
+from spark_jobs.delta.expressions import quoted
 from spark_jobs.delta.renames import feed_ranges, to_head_names
 from spark_jobs.delta.row_hash import read_table
 
@@ -25,12 +25,16 @@ AFTER_TYPES = ("insert", "update_postimage")  # a change whose row exists after 
 IMAGE = "_aretl_image"  # the row image a net change carries, while it is chosen
 
 
-def net_changes(cdf: DataFrame, key: list[str], columns: list[str], compare: list[str]) -> DataFrame:
+def net_changes(cdf: DataFrame, key: list[str], columns: list[str]) -> DataFrame:
     """Collapse a Change Data Feed frame to one net change per key (two rows for an update).
 
-    ``columns`` are the value columns to output, ``compare`` those whose change counts as an update.
+    ``columns`` are the value columns to output; a change of any of them counts as an update.
     One aggregation pass: for each key the earliest and latest change event, ordered by version and,
     within a version, before-images ahead of after-images.
+
+    The row image is SQL text handed to Spark once and its fields come out by ``image.*``: built as one
+    ``Column`` per column through py4j, image and comparison cost a 2,000-column diff ~70 s on the
+    driver (:mod:`spark_jobs.delta.expressions`).
     """
     from pyspark.sql import functions as F
 
@@ -41,28 +45,32 @@ def net_changes(cdf: DataFrame, key: list[str], columns: list[str], compare: lis
         F.col("_change_type").alias("type"),
         F.col("_commit_version").alias("version"),
         F.col("_commit_timestamp").alias("ts"),
-        F.struct(*[F.col(c) for c in columns]).alias("row"),
+        F.expr(f"struct({', '.join(quoted(c) for c in columns)})").alias("row"),
     )
     grouped = cdf.groupBy(*key).agg(
         F.min_by(event, order).alias("first"), F.max_by(event, order).alias("last")
     )
     existed = F.col("first.type").isin(*BEFORE_TYPES)
     exists = F.col("last.type").isin(*AFTER_TYPES)
-    same = balanced([F.col(f"first.row.`{c}`").eqNullSafe(F.col(f"last.row.`{c}`")) for c in compare]
-                    or [F.lit(True)], lambda a, b: a & b)
+    # one null-safe comparison of the two images: the same as one per column (a struct compares field
+    # by field, a null equal to a null), which cost a 2,000-column diff ~9 s to analyse
+    same = F.col("first.row").eqNullSafe(F.col("last.row"))
     net = (
         F.when(~existed & exists, F.lit("insert"))
         .when(existed & ~exists, F.lit("delete"))
         .when(existed & exists & ~same, F.lit("update"))
     )
+    # the net change as computed once below: its expression holds a comparison per column, which
+    # repeated in the later steps made Spark analyse and run it five times
+    kind = F.col("net")
     # side 0 = the image before the range, side 1 = the image after it
     sides = (
-        F.when(net == "insert", F.array(F.lit(1)))
-        .when(net == "delete", F.array(F.lit(0)))
+        F.when(kind == "insert", F.array(F.lit(1)))
+        .when(kind == "delete", F.array(F.lit(0)))
         .otherwise(F.array(F.lit(0), F.lit(1)))
     )
     change_type = (
-        F.when(net != "update", net)
+        F.when(kind != "update", kind)
         .when(F.col("side") == 0, F.lit("update_preimage"))
         .otherwise(F.lit("update_postimage"))
     )
@@ -80,7 +88,7 @@ def net_changes(cdf: DataFrame, key: list[str], columns: list[str], compare: lis
             F.col("last.version").alias("_commit_version"),
             F.col("last.ts").alias("_commit_timestamp"),
         )
-        .select(*key, *[F.col(IMAGE)[c].alias(c) for c in columns], *CDF_COLUMNS)
+        .select(*key, f"{IMAGE}.*", *CDF_COLUMNS)
     )
 
 

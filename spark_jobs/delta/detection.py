@@ -99,14 +99,17 @@ def changed_rows(table: DataFrame, df: DataFrame, key: list[str], added: list[st
     prior = [F.struct(*[col(c) for c in partition_by]).alias(PRIOR)] if partition_by else []
     table = table.select(*keys, stored.alias("_table_hash"), F.lit(True).alias("_in_table"), *prior)
     # counted per key on the extract's hash partitioning by the key, which the join reuses
-    extract = df.select(*keys, *[col(c) for c in values], row_hash(values, at).alias(ROW_HASH),
+    extract = df.select("*", row_hash(values, at).alias(ROW_HASH),
                         F.count(F.lit(1)).over(Window.partitionBy(*keys)).alias(EXTRACT_ROWS))
+    # the join on the key puts the key first, then the extract's values in its order; the values are
+    # carried by "*", never named one by one: a Column per value through py4j cost a 2,000-column
+    # snapshot ~25 s on the driver (spark_jobs.delta.expressions)
     joined = extract.join(table, key, "full_outer")
     return (joined.where(F.col(EXTRACT_ROWS).isNull() | F.col("_in_table").isNull() | (F.col(EXTRACT_ROWS) > 1)
                          | (F.col("_table_hash") != F.col(ROW_HASH)))
-            .select(*keys, *[col(c) for c in values], F.col(ROW_HASH), F.col(EXTRACT_ROWS).isNull().alias(VANISHED),
-                    (F.col(EXTRACT_ROWS).isNotNull() & F.col("_in_table").isNull()).alias(NEW_KEY),
-                    F.col(EXTRACT_ROWS), *[F.col(PRIOR)] if partition_by else []))
+            .select("*", F.col(EXTRACT_ROWS).isNull().alias(VANISHED),
+                    (F.col(EXTRACT_ROWS).isNotNull() & F.col("_in_table").isNull()).alias(NEW_KEY))
+            .drop("_table_hash", "_in_table"))
 
 
 def align_schema(table_schema: StructType, df: DataFrame, name: str, allow_evolution: bool,

@@ -38,6 +38,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from spark_jobs.errors import ConcurrentWriteError, ConfigError
+from spark_jobs.delta.expressions import quoted
 from spark_jobs.delta.lake import commit_metadata, delta_path, history
 from spark_jobs.delta.rows import one_row
 
@@ -81,7 +82,7 @@ def apply_renames(spark: SparkSession, uri: str, renames: dict[str, str], run_id
             spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name')")
     for old, new in renames.items():
         with commit_metadata(spark, {"job": RENAME_JOB, "run_id": run_id, "renames": {old: new}}):
-            spark.sql(f"ALTER TABLE {table} RENAME COLUMN {_quoted(old)} TO {_quoted(new)}")
+            spark.sql(f"ALTER TABLE {table} RENAME COLUMN {quoted(old)} TO {quoted(new)}")
     newer = [e for e in history(uri, 20) if e["version"] > base]
     others = [e for e in newer if e["metadata"].get("run_id") != run_id]
     if others:
@@ -91,10 +92,6 @@ def apply_renames(spark: SparkSession, uri: str, renames: dict[str, str], run_id
             "are kept and not made again).")
     version: int = max(e["version"] for e in newer)
     return version
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def is_rename(entry: dict[str, Any]) -> bool:

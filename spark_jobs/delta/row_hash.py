@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from collections.abc import Sequence
 
-from spark_jobs.delta.expressions import balanced
+from spark_jobs.delta.expressions import balanced, quoted
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -58,11 +58,6 @@ def row_hash(columns: list[str], positions: dict[str, int]) -> Column:
     parts = [f"(CASE WHEN {quoted(c)} IS NULL THEN 0L ELSE xxhash64({positions[c]}, {quoted(c)}) END)"
              for c in columns]
     return F.expr(balanced(parts, lambda a, b: f"({a} ^ {b})"))
-
-
-def quoted(column: str) -> str:
-    """``column`` as a SQL identifier."""
-    return "`" + column.replace("`", "``") + "`"
 
 
 def positions(table_columns: list[str], added: Sequence[str] = ()) -> dict[str, int]:

@@ -55,7 +55,7 @@ def run_diff(spark: SparkSession, spec: DiffSpec) -> DiffResult:
     out_uri = wh.changes(consumer, table_rel, from_version, to_version)
     if from_version is not None and from_version < to_version:
         cdf = read_changes(spark, uri, from_version + 1, to_version, entries)
-        counts = write_counted(net_changes(cdf, key, columns, columns), out_uri)
+        counts = write_counted(net_changes(cdf, key, columns), out_uri)
     else:  # the whole version: a first sync, or (nothing new, known from the log) its empty change set
         # built here only: as_inserts asks for the frame's columns, a round trip over Spark Connect
         whole = as_inserts(snapshot.select(*key, *columns), to_version, target["timestamp"])

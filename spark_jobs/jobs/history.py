@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_jobs.contract import HistoryResult, HistorySpec, parse_logical_date, table_ref
 from spark_jobs.errors import ConfigError
+from spark_jobs.delta.expressions import quoted
 from spark_jobs.delta.keys import require_columns
 from spark_jobs.delta.lake import commit_metadata, history, require_intact, table_history
 from spark_jobs.delta.renames import to_head_names
@@ -52,7 +53,8 @@ def scd2_frame(spark: SparkSession, uri: str, key: list[str], chain: list[tuple[
         [(i, parse_logical_date(d), v) for i, (v, d) in enumerate(chain)], "_i INT, _date TIMESTAMP, _v BIGINT")
 
     by_key = Window.partitionBy(*key).orderBy("_i")
-    image = F.struct(*[F.col(f"`{c}`") for c in values]) if values else F.lit(0)
+    # the row's values as one struct, built from SQL text in one py4j call (spark_jobs.delta.expressions)
+    image = F.expr(f"struct({', '.join(quoted(c) for c in values)})") if values else F.lit(0)
     starts = (
         rows.withColumn("_image", image)
         .withColumn("_new", (F.lag("_i").over(by_key).isNull()
@@ -69,7 +71,7 @@ def scd2_frame(spark: SparkSession, uri: str, key: list[str], chain: list[tuple[
     end = dates.select((F.col("_i") - 1).alias("_last"), F.col("_date").alias("valid_to"))
     out = (runs.join(F.broadcast(start), "_first").join(F.broadcast(end), "_last", "left")
            .withColumn("is_current", F.col("_last") == F.lit(last)))
-    return out.select(*key, *[F.col(f"_image.`{c}`").alias(c) for c in values], *SCD_COLUMNS)
+    return out.select(*key, *(["_image.*"] if values else []), *SCD_COLUMNS)
 
 
 def run_history(spark: SparkSession, spec: HistorySpec) -> HistoryResult:

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
+from spark_jobs.delta.expressions import quoted
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
@@ -143,8 +145,8 @@ def with_json(frame: DataFrame, key_fields: Sequence[str], fields: Sequence[str]
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
-    def as_json(names: Sequence[str]) -> Column:
-        return F.to_json(F.struct(*[F.col(f"`{n}`") for n in sorted(names)]), JSON_OPTIONS)
+    def as_json(names: Sequence[str]) -> Column:  # SQL text: one py4j call whatever the width (delta.expressions)
+        return F.to_json(F.expr(f"struct({', '.join(quoted(n) for n in sorted(names))})"), JSON_OPTIONS)
 
     is_delete = F.col("_op") == "delete"
     texts = [f.name for f in frame.schema if f.name in fields and isinstance(f.dataType, StringType)]

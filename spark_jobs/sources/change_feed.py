@@ -125,7 +125,7 @@ def apply(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str],
         kinds = _check_changed_keys(spark, uri, cdf, key, f"Snapshot {name}")
         metadata["rows"] = previous_rows + kinds.delta
         values = [c for c in cdf.columns if c not in key and c not in CDF_COLUMNS]
-        net = net_changes(cdf, key, values, values)
+        net = net_changes(cdf, key, values)
         changes = net.where("_change_type <> 'update_preimage'")
         changes, written = carrying_row_hash(spark, uri, changes, values)
         # computed once: the key list and both passes of the MERGE read these rows (merge_into's checkpointed)

@@ -69,7 +69,7 @@ def fk_changes(spark: SparkSession, t: WideTable, s: Source, inp: LeftJoinInput)
     cdf = unmerged_changes(spark, inp.wide_uri, inp.wide_from, inp.wide_to)
     if cdf is None:
         return None
-    net = net_changes(cdf, t.primary_key, fk, fk).where(F.col("_change_type") != "update_preimage")
+    net = net_changes(cdf, t.primary_key, fk).where(F.col("_change_type") != "update_preimage")
     return net.select(*t.primary_key, *fk, (F.col("_change_type") == "delete").alias("_gone"))
 
 
@@ -106,7 +106,7 @@ def recompute(spark: SparkSession, t: WideTable, s: Source, inp: LeftJoinInput, 
     if right_cdf is not None:
         values = list(dict.fromkeys(s.columns.values()))
         changed = (
-            net_changes(right_cdf, right_key, values, values)
+            net_changes(right_cdf, right_key, values)
             .select(*[F.col(r).alias(w) for w, r in s.on.items()]).distinct()
         )
         entries = spark.read.format("delta").load(index)

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 from spark_jobs.contract import change_set_fields
-from spark_jobs.delta.row_hash import quoted
+from spark_jobs.delta.expressions import quoted
 from tests_common.jobs import job, job_error, rows_of
 from tests_common.key_values import TYPES, as_sqlite, utc_naive
 
