@@ -18,7 +18,7 @@ from spark_jobs.delta.renames import feed_ranges, to_head_names
 from spark_jobs.delta.row_hash import read_table
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 BEFORE_TYPES = ("update_preimage", "delete")  # a change whose row existed before the change
 AFTER_TYPES = ("insert", "update_postimage")  # a change whose row exists after it
@@ -50,17 +50,7 @@ def net_changes(cdf: DataFrame, key: list[str], columns: list[str]) -> DataFrame
     grouped = cdf.groupBy(*key).agg(
         F.min_by(event, order).alias("first"), F.max_by(event, order).alias("last")
     )
-    existed = F.col("first.type").isin(*BEFORE_TYPES)
-    exists = F.col("last.type").isin(*AFTER_TYPES)
-    # one null-safe comparison of the two images: the same as one per column (a struct compares field
-    # by field, a null equal to a null), which cost a 2,000-column diff ~9 s to analyse
-    same = F.col("first.row").eqNullSafe(F.col("last.row"))
-    net = (
-        F.when(~existed & exists, F.lit("insert"))
-        .when(existed & ~exists, F.lit("delete"))
-        .when(existed & exists & ~same, F.lit("update"))
-    )
-    # the net change as computed once below: its expression holds a comparison per column, which
+    # the net change as computed once below (_net_change): its expression holds a comparison per column, which
     # repeated in the later steps made Spark analyse and run it five times
     kind = F.col("net")
     # side 0 = the image before the range, side 1 = the image after it
@@ -78,7 +68,7 @@ def net_changes(cdf: DataFrame, key: list[str], columns: list[str]) -> DataFrame
     # spend ~60 s in Spark's optimizer
     image = F.when(F.col("side") == 0, F.col("first.row")).otherwise(F.col("last.row"))
     return (
-        grouped.withColumn("net", net)
+        grouped.withColumn("net", _net_change())
         .where(F.col("net").isNotNull())
         .withColumn("side", F.explode(sides))
         .select(
@@ -89,6 +79,23 @@ def net_changes(cdf: DataFrame, key: list[str], columns: list[str]) -> DataFrame
             F.col("last.ts").alias("_commit_timestamp"),
         )
         .select(*key, f"{IMAGE}.*", *CDF_COLUMNS)
+    )
+
+
+def _net_change() -> Column:
+    """The net change of a key from its ``first`` and ``last`` events: insert, delete, update, or null
+    (nothing changed). The two row images are compared once, null-safe: the same as one comparison per
+    column (a struct compares field by field, a null equal to a null), which cost a 2,000-column diff
+    ~9 s to analyse."""
+    from pyspark.sql import functions as F
+
+    existed = F.col("first.type").isin(*BEFORE_TYPES)
+    exists = F.col("last.type").isin(*AFTER_TYPES)
+    same = F.col("first.row").eqNullSafe(F.col("last.row"))
+    return (
+        F.when(~existed & exists, F.lit("insert"))
+        .when(existed & ~exists, F.lit("delete"))
+        .when(existed & exists & ~same, F.lit("update"))
     )
 
 
