@@ -54,9 +54,10 @@ class TableLog:
         self.uri = uri
         with reading_log(uri):
             self._listing = delta_tables.list_log(uri)
-            self.versions = self._listing.versions or []
-            if self._listing.versions is None:
+            versions = self._listing.versions
+            if versions is None:
                 _refuse_plain_files(uri)
+        self.versions = versions or []
 
     def commits(self) -> Iterator[dict[str, Any]]:
         """The table's commits newest first (the API's commits); none while there is no table."""

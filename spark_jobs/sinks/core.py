@@ -24,6 +24,7 @@ import threading
 import time
 from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
@@ -157,11 +158,9 @@ class _BatchDelivery:
     def _attempt(self) -> None:
         self.attempts += 1
         pending = self.pending
-        if self.sink.capabilities.paces_requests:
+        # a sink that paces its own requests holds their slots; otherwise one attempt is one request
+        with nullcontext() if self.sink.capabilities.paces_requests else self.sink.request_slot():
             outcomes = self.sink.write_batch(pending)
-        else:
-            with self.sink.request_slot():  # one attempt, one request
-                outcomes = self.sink.write_batch(pending)
         if len(outcomes) != len(pending):
             raise DestinationError(
                 f"Sink {self.sink.name!r} returned {len(outcomes)} outcomes for {len(pending)} records")
