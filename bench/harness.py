@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from spark_jobs.contract import DATAFRAME_DEBUGGING_OFF
+
 REPO = Path(__file__).resolve().parents[1]
 JARS_DIR = REPO / ".cache" / "jars"
 RESULTS = REPO / "bench" / "results"
@@ -41,6 +43,7 @@ def session(rows: int, master: str = "local[2]") -> Any:
         # every job at 100k rows (each history or table lookup replays the log)
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.driver.memory": "4g",
+        **dict([DATAFRAME_DEBUGGING_OFF]),  # as the hook sets it for every job it submits
         # sized for the data: ~1 partition per 125k rows, at least the two cores' worth
         "spark.sql.shuffle.partitions": str(max(4, rows // 125_000)),
     })

@@ -9,7 +9,9 @@ tens of rows, on a 2-core machine:
   ten rows that compilation is most of a job's time. Warm in-process session, ten-row table: a
   snapshot job 3.4 s -> 2.2 s, a diff job 2.8 s -> 1.8 s. The stages and their partitions, and so
   the files Delta writes, are the same; only how each operator evaluates its expressions differs,
-  and Spark keeps the two paths equal.
+  and Spark keeps the two paths equal;
+- pyspark's DataFrame debugging off, as in every job the hook submits
+  (:data:`spark_jobs.contract.DATAFRAME_DEBUGGING_OFF`: no call site recorded per Column call).
 
 The long-lived JVMs of the suite (the in-process sessions, which live for the whole run, and the
 Spark Connect server) also take the throughput collector (:data:`LONG_LIVED_JVM_CONF`): G1, the JVM's
@@ -28,6 +30,8 @@ code is what makes the jobs fast, and the benchmarks are where that path is meas
 
 from __future__ import annotations
 
+from spark_jobs.contract import DATAFRAME_DEBUGGING_OFF
+
 #: Spark conf key -> value, for every Spark process of the test suite
 TEST_SPARK_CONF = {
     "spark.sql.shuffle.partitions": "4",
@@ -35,6 +39,7 @@ TEST_SPARK_CONF = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    **dict([DATAFRAME_DEBUGGING_OFF]),  # as in the jobs the hook submits
 }
 
 # ``defaultJavaOptions`` is prepended to a process's own ``extraJavaOptions`` (the hook sets the

@@ -47,7 +47,7 @@ from airflow_reverse_etl.hooks.cluster_driver import (
     wait_for_driver,
 )
 from airflow_reverse_etl.hooks.spark_connect_runner import SparkConnectRunner, TaskAttempt
-from spark_jobs.contract import DELTA_CONF, SPARK_PACKAGES, JobSpec, Warehouse
+from spark_jobs.contract import DATAFRAME_DEBUGGING_OFF, DELTA_CONF, SPARK_PACKAGES, JobSpec, Warehouse
 from spark_jobs.session import local_jars  # import-safe: no pyspark
 
 
@@ -143,6 +143,7 @@ class SparkJobHook(BaseHook):
         conf.setdefault("spark.databricks.delta.snapshotPartitions", "4")
         conf.setdefault("spark.ui.enabled", "false")
         conf.setdefault("spark.ui.showConsoleProgress", "false")
+        conf.setdefault(*DATAFRAME_DEBUGGING_OFF)
         try:
             jars = local_jars(config.jars_dir())
         except FileNotFoundError as exc:

@@ -125,6 +125,7 @@ start() {
       "${ui[@]}" \
       --conf spark.ui.showConsoleProgress=false \
       --conf spark.databricks.delta.snapshotPartitions=4 \
+      --conf spark.python.sql.dataFrameDebugging.enabled=false \
       --conf spark.pyspark.python="$python" \
       --conf spark.python.use.daemon=false \
       "${extra[@]}" \

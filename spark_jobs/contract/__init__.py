@@ -27,6 +27,7 @@ A package rather than one module, one idea per module:
 from spark_jobs.contract.base import JobResult, JobSpec
 from spark_jobs.contract.options import resolved_at_run_time
 from spark_jobs.contract.layout import (
+    DATAFRAME_DEBUGGING_OFF,
     DELTA_CONF,
     DELTA_PACKAGE,
     SPARK_PACKAGES,
@@ -72,7 +73,8 @@ from spark_jobs.contract.specs import (
 )
 
 __all__ = [
-    "CHANGE_KINDS", "DELTA_CONF", "DELTA_PACKAGE", "PAST_DATE_POLICIES", "SINK_MODES", "SPARK_PACKAGES", "SPECS",
+    "CHANGE_KINDS", "DATAFRAME_DEBUGGING_OFF", "DELTA_CONF", "DELTA_PACKAGE", "PAST_DATE_POLICIES", "SINK_MODES",
+    "SPARK_PACKAGES", "SPECS",
     "BackfillResult", "BackfillSpec", "DiffResult", "DiffSpec", "HistoryResult", "HistorySpec", "JobResult",
     "JobSpec", "KafkaSource", "MaintenanceResult", "MaintenanceSpec", "RestoreResult", "RestoreSpec", "RetentionResult",
     "RetentionSpec", "SavepointResult", "SavepointSpec", "SyncResult", "SyncSpec", "SnapshotResult", "SnapshotSpec",
