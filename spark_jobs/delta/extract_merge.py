@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_jobs import crashpoints
 from spark_jobs.delta.detection import PRIOR, VANISHED, Changes, detect_changes
-from spark_jobs.delta.lake import assignments, insert_values, merge_into, own_commit_or_empty
+from spark_jobs.delta.lake import assignments, insert_values, merge_into, own_commit_or_empty, session_conf
 from spark_jobs.delta.partitions import pruned
 from spark_jobs.delta.row_hash import ROW_HASH
 
@@ -24,13 +24,14 @@ if TYPE_CHECKING:
 
 def merge_changes(spark: SparkSession, uri: str, df: DataFrame, key: list[str], added: list[str],
                   metadata: dict[str, Any], base: int, partition_by: list[str] | None = None,
-                  changes: Changes | None = None) -> dict[str, Any]:
+                  changes: Changes | None = None, target_rows: int | None = None) -> dict[str, Any]:
     """MERGE the extract ``df``: update changed rows, insert new keys, delete vanished ones; return
     the commit's history entry. ``added`` are columns new to the table (schema evolution): a row
     changes if it has a value there. With ``partition_by`` (the table's partition columns) the MERGE
     matches only in the partitions where the changed rows' current versions live
     (:mod:`spark_jobs.delta.partitions`). ``changes``: the rows :func:`detect_changes` found, when the
-    caller has already looked (None: look now).
+    caller has already looked (None: look now). ``target_rows``: the table's row count, when known
+    (:func:`~spark_jobs.delta.lake.merge_into` rewrites a small table's touched files).
 
     The caller runs this :func:`~spark_jobs.delta.lake.on_top_of` the version it read: if another
     run moves the table between the join and the MERGE, this run's commit is refused instead of
@@ -52,14 +53,10 @@ def merge_changes(spark: SparkSession, uri: str, df: DataFrame, key: list[str], 
     # the rows carry their hash when the table stores hashes (detect_changes dropped it otherwise)
     sets = {f"`{c}`": f"s.`{c}`" for c in [*values, *([ROW_HASH] if ROW_HASH in rows.columns else [])]}
     clauses = merge_clauses(changes, key, sets, updates=bool(values), full=bool(added))
-    if added:  # the MERGE adds the new columns to the table
-        spark.conf.set("spark.databricks.delta.schema.autoMerge.enabled", "true")
-    try:
-        merge_into(spark, uri, rows, on, *clauses, checkpointed=True, key=key)
+    # with new columns, the MERGE adds them to the table
+    with session_conf(spark, {"spark.databricks.delta.schema.autoMerge.enabled": "true"} if added else {}):
+        merge_into(spark, uri, rows, on, *clauses, checkpointed=True, key=key, target_rows=target_rows)
         crashpoints.reached("snapshot.merged")
-    finally:
-        if added:
-            spark.conf.unset("spark.databricks.delta.schema.autoMerge.enabled")
     return own_commit_or_empty(spark, uri, metadata, base)
 
 

@@ -213,10 +213,20 @@ def ensure_system_table(spark: SparkSession, uri: str, ddl: str) -> None:
 #: Whether a MERGE first copies its source: Delta does unless the source reads Delta tables only,
 #: because its passes (find the touched files, then write) must see the same rows.
 MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
+#: Whether a MERGE on a table with deletion vectors writes them (Delta's default) or rewrites the
+#: files it touches, as on a table without the feature.
+PERSISTENT_DV_CONF = "spark.databricks.delta.merge.deletionVectors.persistent"
+#: A table recorded with fewer rows has the files its MERGEs touch rewritten instead of deletion
+#: vectors written. Writing vectors is a few more Spark jobs per MERGE (the touched rows' positions,
+#: the vector files), a fixed cost that pays only when the touched files are large; the table keeps
+#: the feature, and its readers read either. Measured (1 % of rows changed, local[2], best of two):
+#: 1k rows 3.0 s rewritten / 4.2 s with vectors, 30k 3.2 / 4.1, 100k 3.6 / 3.7, 300k 4.9 / 4.3,
+#: 1M 10.7 / 6.5; a warm 1k-row snapshot over Spark Connect 7.7 -> 5.2 s (29 -> 21 Spark jobs).
+REWRITE_BELOW_ROWS = 100_000
 
 
 def merge_into(spark: SparkSession, uri: str, source: DataFrame, on: str, *clauses: str, checkpointed: bool = False,
-               key: Sequence[str] = ()) -> None:
+               key: Sequence[str] = (), target_rows: int | None = None) -> None:
     """``MERGE INTO`` the Delta table at ``uri`` (alias ``t``) from the frame ``source`` (alias ``s``)
     with the ``WHEN ...`` ``clauses`` in order. The frame is a temporary view of this session for
     the statement's duration (a unique name: jobs may merge from several threads).
@@ -228,7 +238,11 @@ def merge_into(spark: SparkSession, uri: str, source: DataFrame, on: str, *claus
     ``checkpointed``: ``source`` is a local checkpoint (``localCheckpoint(eager=True)``), rows
     already computed with no lineage left to re-run, so every pass of the MERGE reads the same rows
     (or fails if the blocks are lost, never sees other ones). Delta's own copy of the source is then
-    a second materialization of the same rows, and is skipped."""
+    a second materialization of the same rows, and is skipped.
+
+    ``target_rows``: the table's row count, when the caller knows it; under
+    :data:`REWRITE_BELOW_ROWS` the MERGE rewrites the files it touches instead of writing deletion
+    vectors."""
     import uuid
 
     listed = listed_keys(source, key) if key else None
@@ -236,14 +250,26 @@ def merge_into(spark: SparkSession, uri: str, source: DataFrame, on: str, *claus
         on = f"{on} AND {listed}"
     view = f"aretl_merge_source_{uuid.uuid4().hex}"
     source.createOrReplaceTempView(view)
-    if checkpointed:
-        spark.conf.set(MATERIALIZE_SOURCE_CONF, "none")
+    settings = {MATERIALIZE_SOURCE_CONF: "none"} if checkpointed else {}
+    if target_rows is not None and target_rows < REWRITE_BELOW_ROWS:
+        settings[PERSISTENT_DV_CONF] = "false"
     try:
-        spark.sql(f"MERGE INTO {delta_path(uri)} AS t USING {view} AS s ON {on} " + " ".join(clauses))
+        with session_conf(spark, settings):
+            spark.sql(f"MERGE INTO {delta_path(uri)} AS t USING {view} AS s ON {on} " + " ".join(clauses))
     finally:
-        if checkpointed:
-            spark.conf.unset(MATERIALIZE_SOURCE_CONF)
         spark.catalog.dropTempView(view)
+
+
+@contextlib.contextmanager
+def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """``settings`` set in the session for the block, unset after it."""
+    for name, value in settings.items():
+        spark.conf.set(name, value)
+    try:
+        yield
+    finally:
+        for name in settings:
+            spark.conf.unset(name)
 
 
 def assignments(values: dict[str, str]) -> str:

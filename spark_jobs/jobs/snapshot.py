@@ -312,7 +312,8 @@ def _merge_extract(run: _Run, df: DataFrame) -> dict[str, Any]:
     if renames:  # metadata-only commits of their own, before the snapshot's
         base = apply_renames(spark, run.uri, renames, spec.run_id, base)
     with commit_metadata(spark, metadata), on_top_of(spark, base):
-        return merge_changes(spark, run.uri, df, key, added, metadata, base, spec.partition_by, changes=changes)
+        return merge_changes(spark, run.uri, df, key, added, metadata, base, spec.partition_by, changes=changes,
+                             target_rows=rows)
 
 
 def _write_first(run: _Run, df: DataFrame) -> None:

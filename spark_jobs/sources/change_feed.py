@@ -136,7 +136,8 @@ def apply(spark: SparkSession, uri: str, source: dict[str, Any], key: list[str],
         clauses = _clauses(kinds, key, values, written)
         with commit_metadata(spark, metadata):
             if clauses:  # else no key changed in net (inserted and deleted again): nothing to MERGE
-                merge_into(spark, uri, changes, on, *clauses, checkpointed=True, key=key)
+                merge_into(spark, uri, changes, on, *clauses, checkpointed=True, key=key,
+                           target_rows=previous_rows)
             entry = own_commit_or_empty(spark, uri, metadata, base)
     finally:
         cdf.unpersist()

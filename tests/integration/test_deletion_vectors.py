@@ -38,7 +38,14 @@ def deletion_vectors_enabled(uri: str) -> bool:
 def lake(spark, tmp_path_factory) -> dict[str, str]:
     """A Delta source with deletion vectors and Change Data Feed, snapshotted on two days (the second
     on the Change Data Feed fast path, after a MERGE on the source changed, deleted and added rows),
-    and synced once."""
+    and synced once. The snapshot's MERGEs write vectors whatever the table's size: by default a table
+    this small has its touched files rewritten instead (``REWRITE_BELOW_ROWS``)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("spark_jobs.delta.lake.REWRITE_BELOW_ROWS", 0)
+        return _write_lake(spark, tmp_path_factory)
+
+
+def _write_lake(spark, tmp_path_factory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("dv")
     source, warehouse = str(root / "source"), str(root / "warehouse")
     rows = [(i, f"name {i}", "Paris" if i % 2 else "Oslo") for i in range(1, 41)]

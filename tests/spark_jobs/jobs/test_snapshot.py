@@ -7,6 +7,7 @@ import pytest
 
 from spark_jobs.delta.lake import history
 from tests_common.jobs import job, job_error, rows_of, write_parquet
+from tests_common.sync_history import has_deletion_vectors
 
 SCHEMA = "id INT, name STRING, city STRING"
 
@@ -35,6 +36,10 @@ def test_each_run_is_one_version_with_metadata(spark, warehouse, tmp_path):
     assert entries[0]["metadata"]["run_id"] == "run-2026-01-02T00:00:00+00:00"
     props = spark.sql(f"DESCRIBE DETAIL delta.`{warehouse}/snapshots/customers`").first()["properties"]
     assert props["delta.enableChangeDataFeed"] == "true"
+    # the feature is on, but a table this small has the files its MERGE touches rewritten, not marked
+    # (spark_jobs.delta.lake.REWRITE_BELOW_ROWS; tests/integration/test_deletion_vectors.py: the other side)
+    assert props["delta.enableDeletionVectors"] == "true"
+    assert not has_deletion_vectors(f"{warehouse}/snapshots/customers")
     table = spark.read.format("delta").load(f"{warehouse}/snapshots/customers")
     assert rows_of(table) == [(1, "a", "x"), (2, "B", "y"), (4, "d", "w")]
 
