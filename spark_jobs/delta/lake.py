@@ -262,14 +262,19 @@ def merge_into(spark: SparkSession, uri: str, source: DataFrame, on: str, *claus
 
 @contextlib.contextmanager
 def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
-    """``settings`` set in the session for the block, unset after it."""
+    """``settings`` set in the session for the block; afterwards each is what it was before (unset if
+    it was), so a value the user's session or server configured outlives the job's statements."""
+    previous = {name: spark.conf.get(name, None) for name in settings}
     for name, value in settings.items():
         spark.conf.set(name, value)
     try:
         yield
     finally:
-        for name in settings:
-            spark.conf.unset(name)
+        for name, earlier in previous.items():
+            if earlier is None:
+                spark.conf.unset(name)
+            else:
+                spark.conf.set(name, earlier)
 
 
 def assignments(values: dict[str, str]) -> str:

@@ -15,16 +15,15 @@ listing gets ``spark.sql.shuffle.partitions`` partitions, as wide as the session
 
 from __future__ import annotations
 
-import contextlib
 import math
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Iterator, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from spark_jobs.state import consumers
 from spark_jobs.contract import MaintenanceResult, MaintenanceSpec, Warehouse, table_ref
 from spark_jobs.errors import ConfigError
 from spark_jobs.delta.keys import require_columns
-from spark_jobs.delta.lake import commit_metadata, delta_path, history, is_delta_table, latest_version
+from spark_jobs.delta.lake import commit_metadata, delta_path, history, is_delta_table, latest_version, session_conf
 from spark_jobs.jobs.savepoints import savepointed_versions
 from spark_jobs.delta.row_hash import read_table
 from spark_jobs.delta.rows import one_row
@@ -96,28 +95,13 @@ def run_maintenance(spark: SparkSession, spec: MaintenanceSpec) -> MaintenanceRe
         hours = effective_retention_hours(uri, protected["floor"], retain, spec.margin_s)
         # Delta refuses a retention under its default unless told; the floor above is what keeps
         # protected versions, so a shorter retention asked for explicitly is allowed.
-        with _session_conf(spark, {CHECK_CONF: "false", LOGGING_CONF: "true", **_listing_parallelism(spark)}):
+        with session_conf(spark, {CHECK_CONF: "false", LOGGING_CONF: "true", **_listing_parallelism(spark)}):
             deleted = _vacuum(spark, uri, hours)
         vacuumed = {"retain_hours": hours, "asked_hours": retain, "files_deleted": deleted, **protected}
 
     after = latest_version(uri)
     return MaintenanceResult(table=rel, uri=uri, optimized=optimized, vacuumed=vacuumed, version=after,
                              inputs=[table_ref(wh, rel, before)], outputs=[table_ref(wh, rel, after)])
-
-
-@contextlib.contextmanager
-def _session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
-    previous = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, earlier in previous.items():
-            if earlier is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, earlier)
 
 
 def _listing_parallelism(spark: SparkSession) -> dict[str, str]:
