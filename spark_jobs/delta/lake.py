@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 METADATA_CONF = "spark.databricks.delta.commitInfo.userMetadata"
 
 # Snapshot and wide tables record every change so diffs are reads of the Change Data Feed, and use
-# deletion vectors so a MERGE that touches few rows does not rewrite whole files.
+# deletion vectors so a MERGE that touches few rows of a big table does not rewrite whole files (a
+# small snapshot table's MERGE rewrites them all the same: REWRITE_BELOW_ROWS).
 TABLE_PROPERTIES = {
     "delta.enableChangeDataFeed": "true",
     "delta.enableDeletionVectors": "true",
