@@ -43,7 +43,7 @@ def session(rows: int, master: str = "local[2]") -> Any:
         # every job at 100k rows (each history or table lookup replays the log)
         "spark.databricks.delta.snapshotPartitions": "2",
         "spark.driver.memory": "4g",
-        **dict([DATAFRAME_DEBUGGING_OFF]),  # as the hook sets it for every job it submits
+        **DATAFRAME_DEBUGGING_OFF,  # as the hook sets it for every job it submits
         # sized for the data: ~1 partition per 125k rows, at least the two cores' worth
         "spark.sql.shuffle.partitions": str(max(4, rows // 125_000)),
     })

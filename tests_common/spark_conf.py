@@ -39,7 +39,7 @@ TEST_SPARK_CONF = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    **dict([DATAFRAME_DEBUGGING_OFF]),  # as in the jobs the hook submits
+    **DATAFRAME_DEBUGGING_OFF,  # as in the jobs the hook submits
 }
 
 # ``defaultJavaOptions`` is prepended to a process's own ``extraJavaOptions`` (the hook sets the

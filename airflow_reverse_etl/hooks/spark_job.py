@@ -134,7 +134,7 @@ class SparkJobHook(BaseHook):
         self._driver: ClusterDriver | None = None
 
     def _jars_and_conf(self) -> tuple[str | None, dict[str, Any]]:
-        conf = {**DELTA_CONF, **self.spark_conf}
+        conf = {**DELTA_CONF, **DATAFRAME_DEBUGGING_OFF, **self.spark_conf}
         # Quiet JVM logging (WARN) unless the user configures the driver's Java options.
         conf.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j_config()}")
         # Fixed costs of every job (bench scenario 5): Delta replays a table's log in 50 tasks by default,
@@ -143,7 +143,6 @@ class SparkJobHook(BaseHook):
         conf.setdefault("spark.databricks.delta.snapshotPartitions", "4")
         conf.setdefault("spark.ui.enabled", "false")
         conf.setdefault("spark.ui.showConsoleProgress", "false")
-        conf.setdefault(*DATAFRAME_DEBUGGING_OFF)
         try:
             jars = local_jars(config.jars_dir())
         except FileNotFoundError as exc:

@@ -39,14 +39,14 @@ DELTA_CONF = {
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
 
-#: (key, value) turning off pyspark's DataFrame debugging in the jobs' sessions. With it on (pyspark's
+#: Spark conf turning off pyspark's DataFrame debugging in the jobs' sessions. With it on (pyspark's
 #: default) every DataFrame and Column call records its Python call site in the JVM — about four py4j
 #: round trips per call — so that an analysis error can point at the user's line. The jobs build their
 #: plans from the product's own code, whose errors the jobs report by name (spark_jobs.errors), so the
 #: call site names a line of spark_jobs, not of the user; off, the tests' in-process jobs run ~12 %
 #: faster (three test files, seven tests, one warm session: 196.5 -> 172.6 s). The hook sets it unless the
 #: connection's conf says otherwise; the project's Spark Connect server sets it too.
-DATAFRAME_DEBUGGING_OFF = ("spark.python.sql.dataFrameDebugging.enabled", "false")
+DATAFRAME_DEBUGGING_OFF = {"spark.python.sql.dataFrameDebugging.enabled": "false"}
 
 # The Maven coordinate matching delta-spark 4.4.0 on Spark 4.2; used with spark.jars.packages when no
 # local jar directory is configured (clusters that resolve packages themselves).

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from spark_jobs import crashpoints
 from spark_jobs.delta.detection import PRIOR, VANISHED, Changes, detect_changes
-from spark_jobs.delta.lake import assignments, insert_values, merge_into, own_commit_or_empty, session_conf
+from spark_jobs.delta.lake import (
+    AUTO_MERGE_CONF, assignments, insert_values, merge_into, own_commit_or_empty, session_conf,
+)
 from spark_jobs.delta.partitions import pruned
 from spark_jobs.delta.row_hash import ROW_HASH
 
@@ -54,7 +56,7 @@ def merge_changes(spark: SparkSession, uri: str, df: DataFrame, key: list[str], 
     sets = {f"`{c}`": f"s.`{c}`" for c in [*values, *([ROW_HASH] if ROW_HASH in rows.columns else [])]}
     clauses = merge_clauses(changes, key, sets, updates=bool(values), full=bool(added))
     # with new columns, the MERGE adds them to the table
-    with session_conf(spark, {"spark.databricks.delta.schema.autoMerge.enabled": "true"} if added else {}):
+    with session_conf(spark, {AUTO_MERGE_CONF: "true"} if added else {}):
         merge_into(spark, uri, rows, on, *clauses, checkpointed=True, key=key, target_rows=target_rows)
         crashpoints.reached("snapshot.merged")
     return own_commit_or_empty(spark, uri, metadata, base)

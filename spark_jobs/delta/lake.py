@@ -214,6 +214,8 @@ def ensure_system_table(spark: SparkSession, uri: str, ddl: str) -> None:
 #: Whether a MERGE first copies its source: Delta does unless the source reads Delta tables only,
 #: because its passes (find the touched files, then write) must see the same rows.
 MATERIALIZE_SOURCE_CONF = "spark.databricks.delta.merge.materializeSource"
+#: Delta's schema evolution for MERGE: assignments to columns the table lacks add them.
+AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
 #: Whether a MERGE on a table with deletion vectors writes them (Delta's default) or rewrites the
 #: files it touches, as on a table without the feature.
 PERSISTENT_DV_CONF = "spark.databricks.delta.merge.deletionVectors.persistent"

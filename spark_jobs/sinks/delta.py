@@ -35,10 +35,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 
-#: Delta's schema evolution for MERGE: assignments to columns the table lacks add them.
-AUTO_MERGE_CONF = "spark.databricks.delta.schema.autoMerge.enabled"
-
-
 def _session() -> SparkSession:
     """The job's session (prepare and count run on the driver, in the thread that runs the job)."""
     from spark_jobs.session import current_session
@@ -90,7 +86,9 @@ class DeltaSink(FrameSink):
         return asdict(stats)
 
     def _merge(self, spark: SparkSession, frame: DataFrame, fields: list[str], create: bool) -> None:
-        from spark_jobs.delta.lake import assignments, insert_values, merge_into, retry_on_conflict
+        from spark_jobs.delta.lake import (
+            AUTO_MERGE_CONF, assignments, insert_values, merge_into, retry_on_conflict, session_conf,
+        )
 
         if create:
             frame.select(*fields).limit(0).write.format("delta").mode("append").save(self.path)
@@ -102,16 +100,11 @@ class DeltaSink(FrameSink):
 
         @retry_on_conflict
         def merge() -> None:
-            if evolve:
-                spark.conf.set(AUTO_MERGE_CONF, "true")
-            try:
+            with session_conf(spark, {AUTO_MERGE_CONF: "true"} if evolve else {}):
                 merge_into(spark, self.path, frame.select(*fields, "_op"), condition,
                            "WHEN MATCHED AND s._op = 'delete' THEN DELETE",
                            "WHEN MATCHED AND s._op IN ('upsert', 'update') THEN UPDATE SET " + assignments(values),
                            "WHEN NOT MATCHED AND s._op IN ('upsert', 'insert') THEN INSERT " + insert_values(values))
-            finally:
-                if evolve:
-                    spark.conf.unset(AUTO_MERGE_CONF)
 
         merge()
 
