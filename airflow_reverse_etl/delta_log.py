@@ -1,5 +1,5 @@
 """A Delta table's log as the Airflow side reads it: the driver-side Delta API's reads
-(:mod:`spark_jobs.contract.delta_tables`: commit files through fsspec, no Spark, no JVM) with failures
+(:mod:`spark_jobs.lake_io`: commit files through fsspec, no Spark, no JVM) with failures
 that say whether waiting helps. Cheap enough to poll from the triggerer.
 
 - :func:`find_version` — the version of a logical date (or the head once it reaches a version), for
@@ -25,7 +25,8 @@ from typing import Any, Iterator
 
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError, ReverseEtlDataError
 from airflow_reverse_etl.storage import reading_log
-from spark_jobs.contract import delta_tables, parse_logical_date
+from spark_jobs import lake_io
+from spark_jobs.contract import parse_logical_date
 from spark_jobs.contract.layout import walk_recorded
 
 
@@ -53,7 +54,7 @@ class TableLog:
     def __init__(self, uri: str):
         self.uri = uri
         with reading_log(uri):
-            self._listing = delta_tables.list_log(uri)
+            self._listing = lake_io.list_log(uri)
             versions = self._listing.versions
             if versions is None:
                 _refuse_plain_files(uri)
@@ -61,7 +62,7 @@ class TableLog:
 
     def commits(self) -> Iterator[dict[str, Any]]:
         """The table's commits newest first (the API's commits); none while there is no table."""
-        found = delta_tables.commits(self.uri, self.versions, head_whole=False)
+        found = lake_io.commits(self.uri, self.versions, head_whole=False)
         while True:
             with self._reading():
                 commit = next(found, None)
@@ -91,7 +92,7 @@ class TableLog:
         with reading_log(self.uri):
             try:
                 yield
-            except delta_tables.DamagedCommit as exc:
+            except lake_io.DamagedCommit as exc:
                 raise ReverseEtlDataError(f"The Delta log of {self.uri} is corrupt: {exc}") from exc
 
 

@@ -16,10 +16,12 @@ The folders are the architecture, each building only on those listed after it:
 * :mod:`.delta` — Delta and Spark primitives every job shares (commit metadata and own-commit checks,
   time travel, change detection and change sets, renames, MERGE pruning, the row hash, column and key
   checks, Hadoop file I/O for specs and results);
-* :mod:`.contract` — what both sides share, plain Python (no pyspark, no airflow): the specs and
+* :mod:`.lake_io` — the driver-side Delta API through which a driver (a job's, or the Airflow side's
+  sensor, triggers and UI) reads a table's log and reads and writes the small tables without Spark
+  (fsspec, delta-rs); both sides import it;
+* :mod:`.contract` — the contract both sides share, plain data (no pyspark, no airflow): the specs and
   results (each job's spec names the function that runs it), the options, the lake's layout and its
-  system tables' columns, the wide-table spec with its aggregates, and the driver-side Delta API
-  through which a driver reads a table's log and the small tables without Spark.
+  system tables' columns, the wide-table spec with its aggregates.
 
 At the top level stays only the package's own plumbing, which any of those may use and which
 belongs to none of them: :mod:`.entry` (the spark-submit application: parse the spec, run the job

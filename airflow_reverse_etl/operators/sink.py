@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
-from airflow.sdk import Asset, AssetAlias, literal
+from airflow.sdk import Asset, AssetAlias
 
 from airflow_reverse_etl.alerts import RejectsCallback, alert_for, check_thresholds, notify, syncs_page_url
 from airflow_reverse_etl.connections import connection_address, destination_settings
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from airflow_reverse_etl.lineage import destination_asset_uri, destination_dataset
 from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperator
+from airflow_reverse_etl.sink_templates import kept_from_rendering, marked, unwrapped
 from spark_jobs.contract.destinations import destination_target
 from spark_jobs.contract import SyncSpec, change_set_fields, resolved_at_run_time
-from spark_jobs.contract.options import SinkTemplate
-from spark_jobs.contract.rest import map_sink_templates
 
 if TYPE_CHECKING:
     from airflow.sdk import Context, XComArg
@@ -87,15 +86,16 @@ class SinkOperator(ReverseEtlJobOperator):
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         check_thresholds(rejects_threshold, rejects_fraction_threshold)
-        marked = map_sink_templates(destination, _marked)  # the sink's own templates are no Airflow ones
-        self.check_static(SyncSpec, destination=marked, mode=mode, field_mapping=field_mapping,
+        checked = marked(destination)  # the sink's own templates are no Airflow ones
+        self.check_static(SyncSpec, destination=checked, mode=mode, field_mapping=field_mapping,
                           constants=constants, max_delete_fraction=max_delete_fraction,
                           allow_mass_delete=allow_mass_delete, max_reject_fraction=max_reject_fraction,
-                          dry_run=dry_run, delivery=delivery, keep_change_sets=keep_change_sets)
+                          dry_run=dry_run, delivery=delivery_options(batch_size, concurrency, rate_limit, delivery),
+                          keep_change_sets=keep_change_sets)
         self.changes = changes
         # Airflow renders the destination's options when the task runs, but not the templates the sink
         # renders per record (a REST destination's URL, body, headers: {{ key.id }} is no Airflow value)
-        self.destination = map_sink_templates(destination, _literal)
+        self.destination = kept_from_rendering(destination)
         self.destination_conn_id = destination_conn_id
         self.mode = mode
         self.field_mapping = field_mapping
@@ -114,10 +114,10 @@ class SinkOperator(ReverseEtlJobOperator):
         self.on_rejects_callback = [callback for callback in callbacks if callback is not None]
         self.rejects_threshold = rejects_threshold
         self.rejects_fraction_threshold = rejects_fraction_threshold
-        self.outlets = [*self.outlets, destination_alias(marked, destination_conn_id, self.task_id)]
+        self.outlets = [*self.outlets, destination_alias(checked, destination_conn_id, self.task_id)]
 
     def build_spec(self, context: Context) -> tuple[SyncSpec, dict[str, str]]:
-        destination = dict(map_sink_templates(self.destination, _unwrapped))  # when Airflow did not render
+        destination = dict(unwrapped(self.destination))  # when Airflow did not render
         secrets: dict[str, str] = {}
         if self.destination_conn_id:
             settings, secrets = destination_settings(self.destination_conn_id)
@@ -130,8 +130,7 @@ class SinkOperator(ReverseEtlJobOperator):
             field_mapping=self.field_mapping, constants=self.constants,
             max_delete_fraction=self.max_delete_fraction, allow_mass_delete=self.allow_mass_delete,
             max_reject_fraction=self.max_reject_fraction, dry_run=self.plan_only,
-            delivery={"batch_size": self.batch_size, "concurrency": self.concurrency,
-                      "rate_limit": self.rate_limit, **(self.delivery or {})},
+            delivery=delivery_options(self.batch_size, self.concurrency, self.rate_limit, self.delivery),
             keep_change_sets=self.keep_change_sets,
         ), secrets
 
@@ -178,6 +177,13 @@ class SinkOperator(ReverseEtlJobOperator):
                 f"committed={result['committed']}")
 
 
+def delivery_options(batch_size: int | None, concurrency: int, rate_limit: float | None,
+                     delivery: dict[str, Any] | None) -> dict[str, Any]:
+    """The spec's ``delivery``: the operator's own arguments for it, then its ``delivery`` dict, which
+    wins (the same at DAG parse time and when the task runs, so a bad batch size fails the import)."""
+    return {"batch_size": batch_size, "concurrency": concurrency, "rate_limit": rate_limit, **(delivery or {})}
+
+
 def destination_alias(destination: dict[str, Any], conn_id: str | None, task_id: str) -> AssetAlias:
     """The Asset alias a sync's destination Asset is attached to: named after the destination
     (sink type, target, connection) so downstream DAGs can be scheduled on it; after the task when
@@ -188,18 +194,3 @@ def destination_alias(destination: dict[str, Any], conn_id: str | None, task_id:
     database = f"{destination['database']}." if destination.get("database") else ""
     via = f"@{conn_id}" if conn_id else ""
     return AssetAlias(name=f"reverse_etl:sink:{destination.get('type')}:{database}{target}{via}")
-
-
-_LITERAL = type(literal(""))
-
-
-def _marked(value: Any) -> Any:
-    return SinkTemplate(value) if isinstance(value, str) else value
-
-
-def _literal(value: Any) -> Any:
-    return literal(value) if isinstance(value, str) else value
-
-
-def _unwrapped(value: Any) -> Any:
-    return value.value if isinstance(value, _LITERAL) else value

@@ -20,7 +20,7 @@ again at 0): the Delta table id there is another than the one recorded, or — f
 before table ids were — the head is older than the recorded version. The run that follows reads the
 new table in full (:mod:`spark_jobs.sources.change_feed`); the event says ``source_replaced`` and the
 trigger logs why it fired. The id is read from the source's log at every poll (one listing and the
-first lines of its first commit, :func:`spark_jobs.contract.delta_tables.table_id`): the version
+first lines of its first commit, :func:`spark_jobs.lake_io.table_id`): the version
 numbers alone cannot tell the new table's history from the old one's. So one run is in flight
 at a time and a burst of commits during it is carried by the next run, which reads up to the head:
 no queue of runs that each find nothing. A claim older than ``refire_after`` seconds that the

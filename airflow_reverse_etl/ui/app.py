@@ -15,7 +15,8 @@ from fastapi.responses import HTMLResponse
 
 from airflow_reverse_etl.config import warehouse_uri
 from airflow_reverse_etl.ui import page, summary
-from spark_jobs.contract import Warehouse, delta_tables
+from spark_jobs import lake_io
+from spark_jobs.contract import Warehouse
 from spark_jobs.contract.system_tables import REJECTS, RUNS
 
 
@@ -24,7 +25,7 @@ def table_rows(uri: str, columns: list[str]) -> list[dict[str, Any]]:
     the driver-side Delta API (delta-rs: no JVM in the API server; the tables are small, one row per
     sync run or refused record). A table nobody wrote yet reads as no rows; columns an older release
     did not write read as None."""
-    rows: list[dict[str, Any]] = delta_tables.read_rows(delta_tables.open_table(uri), columns).to_pylist()
+    rows: list[dict[str, Any]] = lake_io.read_rows(lake_io.open_table(uri), columns).to_pylist()
     return rows
 
 

@@ -8,20 +8,25 @@ and hands the job its spec; the job returns its result dataclass, whose ``to_dic
 
 A package rather than one module, one idea per module:
 
+* :mod:`.base` — the run identity every spec carries and the JSON round trip;
+* :mod:`.options` — the one way options are declared and checked (specs, wide tables, sink options);
+* :mod:`.specs` — one spec per job, with its defaults and rules, and :func:`parse_spec`;
+* :mod:`.results` — one result per job;
 * :mod:`.layout` — the lake layout, the one place its paths are spelt (:class:`Warehouse`,
   :func:`table_rel`, :func:`table_ref`), the Delta session settings, and the values read from
   commit metadata (logical dates as instants, the metadata JSON, the dates a log records);
 * :mod:`.system_tables` — the place and columns of each table under ``_system``;
-* :mod:`.delta_tables` — the driver-side Delta API: a table's log from its commit files, the small
-  tables' rows through delta-rs, without Spark; :mod:`.storage` — how delta-rs reaches the warehouse;
-* :mod:`.options` — the one way options are declared and checked (specs, wide tables, sink options);
-* :mod:`.base` — the run identity every spec carries and the JSON round trip;
+* :mod:`.key_types` — the primary-key types the contract accepts, checked at DAG parse time;
+* :mod:`.sink_options` — the base of every destination's typed options;
 * :mod:`.destinations` — the options of the built-in destinations and the delivery policy;
-* :mod:`.specs` — one spec per job, with its defaults and rules, and :func:`parse_spec`;
-* :mod:`.results` — one result per job;
+* :mod:`.rest` — what a REST destination may say (operations, response reading, auth), with the
+  sandbox its templates run in (:mod:`.templating`), and the SaaS presets' options (:mod:`.saas`);
 * :mod:`.wide_table` — the wide-table spec and its rules, which the widen job's spec carries and the
   planning helper checks at DAG parse time, with its sources (:mod:`.wide_sources`) and its aggregate
   functions (:mod:`.aggregates`).
+
+Reading a Delta log or a small table from a driver is not the contract's: both sides do it through
+:mod:`spark_jobs.lake_io`.
 """
 
 from spark_jobs.contract.base import JobResult, JobSpec

@@ -21,7 +21,7 @@ functions. Tables are named across the Airflow/Spark boundary by their path rela
 (``snapshots/customers``) so state survives moving the warehouse.
 
 Every commit the jobs make carries JSON ``userMetadata`` with the Airflow logical date; both sides read
-it from the commit files (:mod:`.delta_tables`) through :func:`parse_commit_metadata` and compare dates
+it from the commit files (:mod:`spark_jobs.lake_io.log`) through :func:`parse_commit_metadata` and compare dates
 through :func:`parse_logical_date`, as instants.
 """
 

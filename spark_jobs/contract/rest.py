@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from spark_jobs.contract.options import Invalid, Options, at_least_one, checked, mapping, option, optional
 from spark_jobs.contract.sink_options import SinkOptions
@@ -172,31 +172,6 @@ class RestResponse(Options):
 #: The options of an operation that are templates the sink renders per record (the rest are options
 #: like any other, which Airflow renders when the task runs).
 SINK_TEMPLATES = ("url", "body", "headers")
-
-
-def map_sink_templates(destination: Any, wrap: Callable[[Any], Any]) -> Any:
-    """``destination`` with each of its operations' sink templates (:data:`SINK_TEMPLATES`) passed
-    through ``wrap``: the Airflow side marks them (:class:`~spark_jobs.contract.options.SinkTemplate`)
-    so that they do not count as Airflow templates at DAG parse time, and wraps them in Airflow's
-    ``literal`` so that Airflow's rendering leaves them to the sink (and unwraps them where it did not
-    render). Anything else is returned as it is."""
-    operations = destination.get("operations") if isinstance(destination, dict) else None
-    if not isinstance(operations, dict):
-        return destination
-
-    def wrapped(operation: Any) -> Any:
-        if not isinstance(operation, dict):
-            return operation
-        done = dict(operation)
-        for key in SINK_TEMPLATES:
-            value = operation.get(key)
-            if isinstance(value, dict):  # headers: one template per header
-                done[key] = {name: wrap(v) for name, v in value.items()}
-            elif value is not None:
-                done[key] = wrap(value)
-        return done
-
-    return {**destination, "operations": {op: wrapped(request) for op, request in operations.items()}}
 
 
 def _template(place: Place, names: frozenset[str]) -> Any:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_jobs.contract import CHANGE_KINDS
 from spark_jobs.delta.columns import CDF_COLUMNS
-from spark_jobs.contract.delta_tables import replace_with_nothing
+from spark_jobs.lake_io import replace_with_nothing
 from spark_jobs.delta.expressions import quoted
 from spark_jobs.delta.renames import feed_ranges, to_head_names
 from spark_jobs.delta.row_hash import read_table
@@ -161,7 +161,7 @@ def write_counted(changes: DataFrame, uri: str) -> dict[str, int]:
 
 def write_empty(changes: DataFrame, uri: str) -> dict[str, int]:
     """Write the change set of a consumer already at the version (no rows, the columns of ``changes``)
-    from the driver (:func:`spark_jobs.contract.delta_tables.replace_with_nothing`): its schema is all
+    from the driver (:func:`spark_jobs.lake_io.replace_with_nothing`): its schema is all
     there is to write, where a Spark write of no rows costs as much as a small one (~0.7 s warm)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from spark_jobs.contract import delta_tables
+from spark_jobs import lake_io
 from spark_jobs.errors import ConfigError, CorruptTableError, is_write_conflict
 from spark_jobs.delta.key_pruning import listed_keys
 
@@ -127,7 +127,7 @@ def delta_path(uri: str) -> str:
 
 def is_delta_table(uri: str) -> bool:
     """Whether ``uri`` holds a Delta table: its ``_delta_log`` has a commit (a listing on the driver)."""
-    return delta_tables.head_version(uri) is not None
+    return lake_io.head_version(uri) is not None
 
 
 def damaged_log(uri: str, what: str) -> CorruptTableError:
@@ -138,23 +138,23 @@ def damaged_log(uri: str, what: str) -> CorruptTableError:
 
 
 def table_history(uri: str, limit: int | None = None) -> list[dict[str, Any]] | None:
-    """The table's commits, newest first (:func:`spark_jobs.contract.delta_tables.table_history`, read
+    """The table's commits, newest first (:func:`spark_jobs.lake_io.table_history`, read
     from the commit files on the driver), or None when ``uri`` holds no Delta table: the existence check
     and the history in one read of the table's log. A job reads a table's history once and passes the
     entries on. A damaged commit file is a :class:`~spark_jobs.errors.CorruptTableError` naming it."""
     try:
-        return delta_tables.table_history(uri, limit)
-    except delta_tables.DamagedCommit as exc:
+        return lake_io.table_history(uri, limit)
+    except lake_io.DamagedCommit as exc:
         raise damaged_log(uri, str(exc)) from exc
 
 
 def table_id(uri: str) -> str | None:
-    """The id of the Delta table at ``uri`` (:func:`spark_jobs.contract.delta_tables.table_id`: one
+    """The id of the Delta table at ``uri`` (:func:`spark_jobs.lake_io.table_id`: one
     listing and the first lines of one file), None when there is none: which table a snapshot read, so
     that a table replaced at the same path is told from the one recorded."""
     try:
-        return delta_tables.table_id(uri)
-    except delta_tables.DamagedCommit as exc:
+        return lake_io.table_id(uri)
+    except lake_io.DamagedCommit as exc:
         raise damaged_log(uri, str(exc)) from exc
 
 

@@ -5,7 +5,7 @@ derived from the oldest savepoint (see :mod:`spark_jobs.jobs.maintenance`), so a
 readable by time travel however often the table is vacuumed afterwards.
 
 The table has a row per savepoint, so it is read and written from the job's driver with the
-driver-side Delta API (:mod:`spark_jobs.contract.delta_tables`, delta-rs): a savepoint is one small
+driver-side Delta API (:mod:`spark_jobs.lake_io`, delta-rs): a savepoint is one small
 ``MERGE`` and a maintenance run's look at the savepoints one read, where Spark created the table if
 missing and ran a job for each.
 """
@@ -15,7 +15,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from spark_jobs.contract import SavepointResult, SavepointSpec, Warehouse, delta_tables, table_ref
+from spark_jobs import lake_io
+from spark_jobs.contract import SavepointResult, SavepointSpec, Warehouse, table_ref
 from spark_jobs.contract.system_tables import SAVEPOINTS
 from spark_jobs.delta.timetravel import target_version
 from spark_jobs.state import system_tables
@@ -43,6 +44,6 @@ def run_savepoint(spark: SparkSession, spec: SavepointSpec) -> SavepointResult:
     row = system_tables.rows_of(SAVEPOINTS, [{"table": rel, "version": int(entry["version"]), "logical_date": date,
                                               "name": name, "created_at": datetime.now(timezone.utc),
                                               "run_id": spec.run_id}])
-    delta_tables.merge(SAVEPOINTS.uri(wh), row, ["table", "version"], {"name": "s.name"})
+    lake_io.merge(SAVEPOINTS.uri(wh), row, ["table", "version"], {"name": "s.name"})
     return SavepointResult(table=rel, version=entry["version"], logical_date=date, savepoint=name,
                            inputs=[table_ref(wh, rel, entry["version"])], outputs=[])

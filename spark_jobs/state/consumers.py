@@ -16,7 +16,7 @@ current state as a table::
 A sync's commit is compare-and-set (:func:`require_position` before delivery, :func:`commit_from`
 after it): it commits V only if the pair's newest commit is still the one the sync started from. The
 sync reads the table at its newest version, checks the pair there, and appends its row as exactly
-the next version (:func:`spark_jobs.contract.delta_tables.commit_after`, Delta's own put-if-absent of
+the next version (:func:`spark_jobs.lake_io.commit_after`, Delta's own put-if-absent of
 the commit file): no commit can land between the check and the commit. When another commit took
 that version (another pair's, most often) the sync reads again: its pair unchanged, it tries again;
 its pair moved, it fails with :class:`~spark_jobs.errors.StaleCommitError` and the committed version
@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Callable
 
 from spark_jobs.contract import Warehouse
 from spark_jobs.contract.system_tables import CONSUMERS
-from spark_jobs.contract.delta_tables import VersionTaken, append, commit_after
+from spark_jobs.lake_io import VersionTaken, append, commit_after
 from spark_jobs.errors import AlreadyCommittedError, ConcurrentWriteError, StaleCommitError
 from spark_jobs.state import system_tables
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from spark_jobs.contract.delta_tables import DeltaTable
+    from spark_jobs.lake_io.tables import DeltaTable
 
 #: Which (table, consumer) pairs a read is about.
 Pairs = Callable[[str, str], bool]

@@ -9,7 +9,7 @@ and afterwards settles the ledger: keys refused again are updated (attempts add 
 did not arrive, and why".
 
 The ledger is small bookkeeping (refused records only), so it is read and settled from the job's
-driver with the driver-side Delta API (:mod:`spark_jobs.contract.delta_tables`, delta-rs): a sync's
+driver with the driver-side Delta API (:mod:`spark_jobs.lake_io`, delta-rs): a sync's
 look for its pending entries is a read of a few milliseconds where Spark ran a job on every sync
 (~0.3 s warm in-process), and the settle one delta-rs ``MERGE`` where Spark created the table if
 missing and ran its MERGE (~1.5 s); figures in ``bench/README.md``. The refused records come to the
@@ -25,7 +25,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
-from spark_jobs.contract import Warehouse, delta_tables
+from spark_jobs import lake_io
+from spark_jobs.contract import Warehouse
 from spark_jobs.contract.system_tables import REJECTS
 from spark_jobs.state import system_tables
 
@@ -100,7 +101,7 @@ def settle(spark: SparkSession, wh: Warehouse, table_rel: str, consumer: str, si
     held = set(_entries(wh, table_rel, consumer)["key"].to_pylist()) - refused_keys
     rows += [{**entry, "key": key, "attempts": 0} for key in _dealt_with(processed, held)]
     if rows:
-        delta_tables.merge(REJECTS.uri(wh), system_tables.rows_of(REJECTS, rows), ENTRY, SETTLE,
+        lake_io.merge(REJECTS.uri(wh), system_tables.rows_of(REJECTS, rows), ENTRY, SETTLE,
                            delete_when="s.error IS NULL", insert_when="s.error IS NOT NULL")
 
 

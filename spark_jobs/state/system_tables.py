@@ -7,7 +7,7 @@ appends, so it never has to be retried because another task wrote first. Tables 
 current value per key" (consumers) keep every appended row and resolve the newest one at read time.
 
 The rows are written and read from the job's driver process through the driver-side Delta API
-(:mod:`spark_jobs.contract.delta_tables`, delta-rs): a few rows per job do not need a Spark job each.
+(:mod:`spark_jobs.lake_io`, delta-rs): a few rows per job do not need a Spark job each.
 Each table stays a plain Delta table at its path (:mod:`spark_jobs.contract.system_tables` declares
 each one's place and columns) that users query with Spark SQL (:func:`read`). Delta cannot commit to
 several tables atomically, so a sync makes three appends (consumer commit, run row, lineage row) and
@@ -23,14 +23,15 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from spark_jobs.contract import Warehouse, delta_tables
+from spark_jobs import lake_io
+from spark_jobs.contract import Warehouse
 from spark_jobs.contract.system_tables import SystemTable
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from spark_jobs.contract.delta_tables import DeltaTable
+    from spark_jobs.lake_io.tables import DeltaTable
 
 #: What reading a table that was never written reports.
 MISSING = ("PATH_NOT_FOUND", "DELTA_MISSING_DELTA_TABLE", "DELTA_TABLE_NOT_FOUND")
@@ -63,14 +64,14 @@ def rows_of(table: SystemTable, rows: list[dict[str, Any]]) -> pa.Table:
 
 def record(wh: Warehouse, table: SystemTable, row: dict[str, Any]) -> None:
     """Append a history row (a run, a lineage row) to ``table``."""
-    delta_tables.append(table.uri(wh), rows_of(table, [row]))
+    lake_io.append(table.uri(wh), rows_of(table, [row]))
 
 
 def current(wh: Warehouse, table: SystemTable) -> tuple[DeltaTable | None, pa.Table]:
     """``table`` at its newest version (None: never written) and its rows, with its columns (those
     an older release did not write are nulls): what a compare-and-set reads, and then commits on top of."""
-    opened = delta_tables.open_table(table.uri(wh))
-    return opened, delta_tables.read_rows(opened, table.columns)
+    opened = lake_io.open_table(table.uri(wh))
+    return opened, lake_io.read_rows(opened, table.columns)
 
 
 def read(spark: SparkSession, wh: Warehouse, table: SystemTable) -> DataFrame:

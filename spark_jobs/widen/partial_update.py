@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Callable
 from spark_jobs.errors import ConfigError
 from spark_jobs.contract.aggregates import Aggregate
 from spark_jobs.contract.wide_table import WideTable
+from spark_jobs.widen.aggregate_columns import merged, retracted
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -50,9 +51,7 @@ PRIOR = "_prior_partition"  # a partitioned wide table: the partition of the key
 def _retract(func: Aggregate | None, st: Column, v: Column, otherwise: Column) -> Column:
     """What a retraction of ``v`` leaves in a field: an aggregate that retracts takes the value back off
     (``sum`` subtracts it, Paimon's ``FieldSumAgg.retract``), any other field ``otherwise``."""
-    from pyspark.sql import functions as F
-
-    return func.retract(F, st, v) if func is not None and func.retracts else otherwise
+    return retracted(func, st, v) if func is not None and func.retracts else otherwise
 
 
 def fold_step(t: WideTable, columns: list[str], types: dict[str, DataType]) -> Callable[[Column, Column], Column]:
@@ -75,7 +74,7 @@ def fold_step(t: WideTable, columns: list[str], types: dict[str, DataType]) -> C
             elif group:
                 g_in, g_st = e[group], acc[group]
                 newer = g_st.isNull() | (g_in >= g_st)
-                update = func.merge(F, st, v, newer) if func else F.when(newer, v).otherwise(st)
+                update = merged(func, st, v, newer) if func else F.when(newer, v).otherwise(st)
                 # an older retraction still takes a sum's amount off (Paimon retracts agg fields for old
                 # sequences); a newer one also nulls the group's other fields
                 older = _retract(func, st, v, st)
@@ -86,7 +85,7 @@ def fold_step(t: WideTable, columns: list[str], types: dict[str, DataType]) -> C
             else:
                 newer = (acc[seq].isNull() | (e[seq] >= acc[seq])) if seq else F.lit(True)
                 newer = F.coalesce(newer, F.lit(False))  # an event without S is older than any S
-                update = (func.merge(F, st, v, newer) if func
+                update = (merged(func, st, v, newer) if func
                           else F.when(newer, F.coalesce(v, st)).otherwise(F.coalesce(st, v)))
                 retract = st if kept else _retract(func, st, v, st)
                 new = F.when(deleted, retract).otherwise(update)

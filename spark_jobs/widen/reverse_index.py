@@ -17,7 +17,7 @@ wide rows that reference it; the work follows the changes, never a re-join of th
 
 The index lives under ``_system`` but is no small bookkeeping table: it has a row per wide key, so it
 grows with the wide table and is joined with the right side's changes. It stays a Spark table, MERGEd
-by Spark, unlike the ledgers the driver writes with delta-rs (:mod:`spark_jobs.contract.delta_tables`).
+by Spark, unlike the ledgers the driver writes with delta-rs (:mod:`spark_jobs.lake_io`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ the snapshot table here is written by the real jobs from a Delta source that its
 vectors and Change Data Feed, both tables are checked to hold vectors, and each reader must see what
 Spark sees: the snapshot job's own reads (Spark), the sensor's and the live trigger's commit-log
 readers (fsspec) and the driver-side table reader the UI and the jobs' bookkeeping use
-(:func:`spark_jobs.contract.delta_tables.read_rows`: delta-rs' SQL engine, which honours the vectors
+(:func:`spark_jobs.lake_io.read_rows`: delta-rs' SQL engine, which honours the vectors
 where its plain pyarrow dataset refuses such tables).
 """
 

@@ -58,7 +58,7 @@ def delta_rows(uri: str, *columns: str) -> list[tuple]:
     import pyarrow.dataset as ds
     import s3fs
 
-    from spark_jobs.contract.delta_tables import open_table
+    from spark_jobs.lake_io import open_table
 
     table = open_table(uri)
     assert table is not None, f"no Delta table at {uri}"
@@ -74,7 +74,7 @@ def write_orders(uri: str) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from spark_jobs.contract.storage import storage_options, storage_uri
+    from spark_jobs.lake_io.storage import storage_options, storage_uri
 
     table = pa.table({"order_id": pa.array([o[0] for o in ORDERS], pa.int32()), "customer": [o[1] for o in ORDERS],
                       "amount": [o[2] for o in ORDERS]})

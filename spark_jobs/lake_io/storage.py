@@ -1,5 +1,5 @@
 """How delta-rs (the ``deltalake`` package) names and reaches the warehouse, for the driver-side Delta
-API (:mod:`.delta_tables`), through which the jobs' drivers write the small system tables and the
+API (:mod:`spark_jobs.lake_io`), through which the jobs' drivers write the small system tables and the
 Airflow side's UI reads them.
 
 delta-rs reads object stores through its own client (``object_store``), configured from the same
