@@ -80,10 +80,10 @@ class SnapshotOperator(ReverseEtlJobOperator):
                  on_past_date: str = SnapshotSpec.on_past_date,
                  future_margin_s: float = SnapshotSpec.future_margin_s, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.check_static(SnapshotSpec, name=name, source=source, primary_key=primary_key,
-                                  allow_schema_evolution=allow_schema_evolution, renames=renames or {},
-                                  partition_by=partition_by or [], on_past_date=on_past_date,
-                                  future_margin_s=future_margin_s)
+        self.check_static(SnapshotSpec, name=name, source=with_format(source, source_conn_id),
+                          primary_key=primary_key, allow_schema_evolution=allow_schema_evolution,
+                          renames=renames or {}, partition_by=partition_by or [], on_past_date=on_past_date,
+                          future_margin_s=future_margin_s)
         self.future_margin_s = future_margin_s
         self.name = name
         self.source = source
@@ -105,7 +105,7 @@ class SnapshotOperator(ReverseEtlJobOperator):
             source = {**settings, **source}
         elif self.source_conn_id:
             settings, secrets = jdbc_source(self.source_conn_id)
-            source = {"format": "jdbc", **settings, **source}
+            source = with_format({**settings, **source}, self.source_conn_id)
         return {"name": self.name, "source": source, "primary_key": self.primary_key,
                 "allow_schema_evolution": self.allow_schema_evolution, "renames": self.renames,
                 "partition_by": self.partition_by,
@@ -141,3 +141,11 @@ class SnapshotOperator(ReverseEtlJobOperator):
         replayed = "".join(f", replayed {d} as v{v}" for d, v in (result.get("replayed") or {}).items())
         return (f"snapshot {result['table']} {verb} version {result['version']} for {result['logical_date']}: "
                 f"{result.get('rows')} rows, +{result['inserted']} ~{result['updated']} -{result['deleted']}{replayed}")
+
+
+def with_format(source: Any, source_conn_id: str | None) -> Any:
+    """``source`` with its format: a source read through a connection that does not say is a JDBC one
+    (the connection's database)."""
+    if source_conn_id and isinstance(source, dict) and "format" not in source:
+        return {"format": "jdbc", **source}
+    return source

@@ -20,7 +20,7 @@ from sphinx.util.docutils import SphinxDirective
 
 def _type(hint: Any) -> str:
     text = str(hint).replace("typing.", "")
-    for module in ("spark_jobs.contract.rest.", "spark_jobs.contract.destinations."):
+    for module in ("spark_jobs.contract.rest.", "spark_jobs.contract.destinations.", "spark_jobs.contract.sources."):
         text = text.replace(module, "")
     return text.replace("<class '", "").replace("'>", "")
 

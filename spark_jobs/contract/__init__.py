@@ -11,6 +11,7 @@ A package rather than one module, one idea per module:
 * :mod:`.base` — the run identity every spec carries and the JSON round trip;
 * :mod:`.options` — the one way options are declared and checked (specs, wide tables, sink options);
 * :mod:`.specs` — one spec per job, with its defaults and rules, and :func:`parse_spec`;
+* :mod:`.sources` — what a snapshot may read: typed options per source format;
 * :mod:`.results` — one result per job;
 * :mod:`.layout` — the lake layout, the one place its paths are spelt (:class:`Warehouse`,
   :func:`table_rel`, :func:`table_ref`), the Delta session settings, and the values read from
@@ -56,6 +57,7 @@ from spark_jobs.contract.results import (
     SnapshotResult,
     WidenResult,
 )
+from spark_jobs.contract.sources import DeltaSource, FileSource, JdbcSource, KafkaSource
 from spark_jobs.contract.specs import (
     CHANGE_KINDS,
     PAST_DATE_POLICIES,
@@ -64,7 +66,6 @@ from spark_jobs.contract.specs import (
     BackfillSpec,
     DiffSpec,
     HistorySpec,
-    KafkaSource,
     MaintenanceSpec,
     RestoreSpec,
     RetentionSpec,
@@ -81,6 +82,7 @@ __all__ = [
     "CHANGE_KINDS", "DATAFRAME_DEBUGGING_OFF", "DELTA_CONF", "DELTA_PACKAGE", "PAST_DATE_POLICIES", "SINK_MODES",
     "SPARK_PACKAGES", "SPECS",
     "BackfillResult", "BackfillSpec", "DiffResult", "DiffSpec", "HistoryResult", "HistorySpec", "JobResult",
+    "DeltaSource", "FileSource", "JdbcSource",
     "JobSpec", "KafkaSource", "MaintenanceResult", "MaintenanceSpec", "RestoreResult", "RestoreSpec", "RetentionResult",
     "RetentionSpec", "SavepointResult", "SavepointSpec", "SyncResult", "SyncSpec", "SnapshotResult", "SnapshotSpec",
     "Warehouse", "WidenResult",

@@ -9,7 +9,6 @@ from spark_jobs.contract.base import JobSpec
 from spark_jobs.contract.destinations import DeliveryPolicy, delivery_policy, destination
 from spark_jobs.contract.options import (
     Invalid,
-    Options,
     flag,
     fraction,
     integer,
@@ -29,6 +28,7 @@ from spark_jobs.contract.options import (
 )
 from spark_jobs.contract.key_types import check_key_types, ddl_types
 from spark_jobs.contract.layout import history_rel, parse_logical_date, snapshot_rel, table_rel
+from spark_jobs.contract.sources import source
 from spark_jobs.errors import ConfigError
 from spark_jobs.contract.wide_table import WideTable, parse as parse_wide_table
 
@@ -88,59 +88,6 @@ def wide_table(value: Any) -> WideTable:
     return value if isinstance(value, WideTable) else parse_wide_table(value)
 
 
-#: Spark Kafka source options the job sets itself from the offsets it fixes (spark_jobs.sources.upsert_kafka)
-KAFKA_READ_OPTIONS = ("assign", "subscribe", "subscribePattern", "startingOffsets", "endingOffsets",
-                      "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
-                      "endingOffsetsByTimestamp")
-
-
-def kafka_options(value: Any) -> dict[str, str]:
-    """Spark Kafka source options (``kafka.<Java client setting>``, ``minPartitions``, ...); never
-    the offsets, which the snapshot fixes, and never secrets (the spec is not secret)."""
-    value = mapping(value)
-    taken = sorted(k for k in value if k in KAFKA_READ_OPTIONS)
-    if taken:
-        raise Invalid(f"Spark Kafka source options other than {taken}: the snapshot sets the partitions and "
-                      "offsets it reads itself")
-    return {str(k): str(v) for k, v in value.items()}
-
-
-@dataclass(frozen=True, kw_only=True)
-class KafkaSource(Options):
-    """An upsert-kafka topic as a snapshot source (:mod:`spark_jobs.sources.upsert_kafka`): each message's key
-    is the primary key as a JSON object, its value the row as JSON (``value_schema``, Spark DDL) or
-    null — a tombstone that deletes the key. The snapshot keeps the last value per key.
-
-    ``key`` defaults to the snapshot's primary key. ``connection``/``secrets_env`` come from an
-    Airflow connection (the operator's ``source_conn_id``), read as the Kafka sink reads its
-    connection; a password or SASL setting never appears here. ``full_reread`` replays the topic
-    from its earliest offsets instead of reading on from the offsets the last version recorded."""
-
-    format: str = option("kafka", one_of("kafka"))
-    topic: str = option("", required_text)
-    bootstrap_servers: str | None = option(None, optional(required_text))  # default: the connection's
-    key: list[str] = option(check=names, factory=list)
-    value_format: str = option("json", one_of("json"))
-    value_schema: str = option("", required_text)
-    options: dict[str, str] = option(check=kafka_options, factory=dict)
-    full_reread: bool = option(False, flag)
-    connection: dict[str, Any] = option(check=mapping, factory=dict)
-    secrets_env: dict[str, str] = option(check=mapping, factory=dict)
-
-    @classmethod
-    def static_where(cls) -> str:
-        return "kafka source"
-
-
-def source(value: Any) -> dict[str, Any]:
-    """A snapshot source as its JSON mapping (:mod:`spark_jobs.sources.read`); a Kafka source is checked
-    field by field (:class:`KafkaSource`)."""
-    given = mapping(value)
-    if given.get("format") == "kafka":
-        KafkaSource.from_dict(given)
-    return given
-
-
 @dataclass(frozen=True, kw_only=True)
 class SnapshotSpec(JobSpec):
     """Record ``source`` as one new version of ``snapshots/<name>`` (:mod:`spark_jobs.jobs.snapshot`)."""
@@ -148,7 +95,7 @@ class SnapshotSpec(JobSpec):
     job: ClassVar[str] = "snapshot"
     runner: ClassVar[str] = "spark_jobs.jobs.snapshot:run_snapshot"
     name: str = option("", path_name)
-    source: dict[str, Any] = option(check=source, factory=dict)
+    source: dict[str, Any] = option(check=source, doc="what to read (:mod:`spark_jobs.contract.sources`)")
     primary_key: list[str] = option(check=required_names, factory=list)
     allow_schema_evolution: bool = option(False, flag)
     renames: dict[str, str] = option(check=renaming, factory=dict)  # spark_jobs.delta.renames

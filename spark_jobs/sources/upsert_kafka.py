@@ -2,7 +2,7 @@
 value per key, a tombstone (a null value) deleting the key — how Flink's ``upsert-kafka`` reads it,
 and the shape this project's Kafka sink writes.
 
-Source spec: :class:`~spark_jobs.contract.specs.KafkaSource` — each message's key is the primary key
+Source spec: :class:`~spark_jobs.contract.sources.KafkaSource` — each message's key is the primary key
 as a JSON object (``{"id":1}``), its value the row as JSON (``value_schema`` in Spark DDL names its
 columns, the key columns among them) or null.
 

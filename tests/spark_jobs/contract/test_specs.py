@@ -33,11 +33,13 @@ from spark_jobs.delta.timetravel import recorded_for
 
 IDENTITY = {"warehouse": "/wh", "run_id": "r1", "logical_date": "2026-01-02T00:00:00+00:00",
             "dag_id": "d", "task_id": "t"}
+SOURCE = {"format": "parquet", "path": "/src"}
 WIDE = {"name": "w", "primary_key": ["k"], "sources": [
     {"name": "s1", "columns": ["a"]}, {"name": "dim", "join": "left", "on": {"a": "id"}, "columns": {"n": "name"}}]}
 SPEC_EXAMPLES = [
-    SnapshotSpec(**IDENTITY, name="customers", source={"format": "parquet", "path": "/src"}, primary_key=["id"]),
-    BackfillSpec(**IDENTITY, name="customers", primary_key="id", logical_dates=["2026-01-02", "2026-01-01"]),
+    SnapshotSpec(**IDENTITY, name="customers", source=SOURCE, primary_key=["id"]),
+    BackfillSpec(**IDENTITY, name="customers", source={"format": "csv", "path": "/src"}, primary_key="id",
+                 logical_dates=["2026-01-02", "2026-01-01"]),
     DiffSpec(**IDENTITY, table="snapshots/customers", consumer="crm", to_version=3, columns=["name"]),
     SyncSpec(**IDENTITY, changes="changes/crm/x", table="snapshots/customers", consumer="crm", primary_key=["id"],
              to_version=3, counts={"insert": 2, "update": 1, "delete": 0},
@@ -81,7 +83,7 @@ def test_defaults_live_in_the_contract():
     assert (diff.columns, diff.primary_key, diff.to_version, diff.full_resync) == ([], [], None, False)
     assert HistorySpec.of(table="customers").rel == "history/customers"
     assert HistorySpec.of(table="customers", name="dim").rel == "history/dim"
-    assert SnapshotSpec.of(name="c", primary_key="id").primary_key == ["id"]
+    assert SnapshotSpec.of(name="c", source=SOURCE, primary_key="id").primary_key == ["id"]
 
 
 def test_values_are_normalized():
@@ -101,10 +103,11 @@ def test_values_are_normalized():
      ["to_version=None", "an integer"]),
     ({"job": "sync", "changes": "c", "table": "t", "consumer": "c", "primary_key": ["id"], "to_version": 1,
       "counts": {"inserts": 1}}, ["counts=", "insert, update, delete", "['inserts']"]),
-    ({"job": "snapshot", "name": "a/b", "primary_key": ["id"]}, ["name='a/b'", "holds '/'"]),
+    ({"job": "snapshot", "name": "a/b", "source": SOURCE, "primary_key": ["id"]}, ["name='a/b'", "holds '/'"]),
     ({"job": "maintenance", "table": "t", "retain_hours": -1}, ["retain_hours=-1", ">= 0"]),
     ({"job": "diff", "table": "t", "consumer": "c", "full_resync": "maybe"}, ["full_resync='maybe'", "true or false"]),
-    ({"job": "backfill", "name": "c", "primary_key": ["id"], "logical_dates": []}, ["logical_dates=[]", "non-empty"]),
+    ({"job": "backfill", "name": "c", "source": SOURCE, "primary_key": ["id"], "logical_dates": []},
+     ["logical_dates=[]", "non-empty"]),
     ({"job": "restore", "table": "t"}, ["exactly one of 'version' or 'target_logical_date'"]),
     ({"job": "savepoint", "table": "t", "version": 1, "target_logical_date": "2026-01-01"}, ["exactly one"]),
     ({"job": "widen", "wide": WIDE, "versions": {"s9": 1}}, ["versions given for ['s9']"]),
@@ -138,7 +141,7 @@ def test_operator_arguments_are_checked_unless_templated():
 
 
 def test_a_backfill_is_one_snapshot_per_date_in_date_order():
-    spec = BackfillSpec(**IDENTITY, name="c", primary_key=["id"],
+    spec = BackfillSpec(**IDENTITY, name="c", source=SOURCE, primary_key=["id"],
                         logical_dates=["2026-01-02T00:00:00Z", "2026-01-01T23:00:00-02:00", "2026-01-01"])
     runs = spec.snapshots()
     assert [type(r) for r in runs] == [SnapshotSpec] * 3
@@ -194,7 +197,7 @@ def test_layout():
     assert wh.changes("crm", "snapshots/c", None, 3) == "s3a://lake/wh/changes/crm/snapshots/c/full-v3"
     assert (table_rel("customers"), table_rel("/wide/orders/")) == ("snapshots/customers", "wide/orders")
     with pytest.raises(ConfigError, match="no warehouse root"):
-        _ = SnapshotSpec(name="c", primary_key=["id"]).lake
+        _ = SnapshotSpec(name="c", source=SOURCE, primary_key=["id"]).lake
 
 
 def test_the_contract_imports_neither_pyspark_nor_airflow():
