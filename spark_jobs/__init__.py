@@ -26,7 +26,8 @@ The folders are the architecture, each building only on those listed after it:
 At the top level stays only the package's own plumbing, which any of those may use and which
 belongs to none of them: :mod:`.entry` (the spark-submit application: parse the spec, run the job
 its spec names, write the result), :mod:`.session` (building the SparkSession), :mod:`.errors` (the
-error taxonomy every layer raises and the Airflow side maps), :mod:`.column_lineage` (which input
+error taxonomy every layer raises and the Airflow side maps) with :mod:`.error_conditions` (the
+Spark, Delta, JVM and Python failures it explains), :mod:`.column_lineage` (which input
 columns each output column of a job came from, derived by the entry point from the job's spec and
 result), :mod:`.env_secrets` and :mod:`.kafka_clients` (connection settings and secrets from the
 environment, shared by a source and a sink alike), :mod:`.progress` (progress lines in the task

@@ -15,11 +15,14 @@ The taxonomy::
 
     JobError                        permanent unless a subclass says otherwise
     ├── ConfigError                 config: the spec asks for something impossible
+    │   ├── AlreadyDeliveredError   nothing left to deliver: another run delivered it (not a failure)
+    │   └── PastDateRefusedError    a logical date older than the newest recorded one
     ├── DataQualityError            data: null or duplicate primary keys
     ├── SchemaDriftError            data: the source's columns moved
     ├── CorruptTableError           data: a Delta log is damaged
     ├── DestinationError            config: the destination refused the sync
     ├── ReadOnlyStorageError        config: the warehouse's file system is read-only
+    ├── StaleCommitError            config: a consumer commit over one it did not start from
     └── RetryableError              infrastructure: transient, try again (with ``retry_after``)
         ├── DestinationUnreachableError   the destination could not be reached
         ├── ConcurrentWriteError          conflict: another run committed to the same Delta table
@@ -51,9 +54,15 @@ class ConfigError(JobError):
 
 
 class AlreadyDeliveredError(ConfigError):
-    """A diff asked for a version older than the one its consumer already committed: later runs
-    delivered those changes (a re-run of an older logical date). Nothing is sent; the Airflow
-    DiffOperator skips its sync on it rather than failing the run."""
+    """What a run would deliver was already delivered by another run, so nothing is left to send:
+
+    * a diff asked for a version older than the one its consumer already committed (a re-run of an
+      older logical date after later runs delivered its changes): the Airflow DiffOperator skips its
+      sync on it rather than failing the run;
+    * a sync's target version is exactly the one its consumer has committed, by another run (an older
+      task cleared after a newer run delivered the same version): the sync job reports it as delivered
+      instead of failing, with the reason in its result's ``already_delivered``. Raised only where that
+      answer is known before anything is sent."""
 
 
 class PastDateRefusedError(ConfigError):
@@ -238,10 +247,3 @@ class StaleCommitError(JobError):
     retry of the same task fails the same way (its change set starts from the old position), so it is
     not retryable (a permanent error: the task fails without retries): run the DAG for the current date,
     whose diff starts from the committed version."""
-
-
-class AlreadyCommittedError(StaleCommitError):
-    """A sync's target version is exactly the one its consumer has committed, by another run: an older
-    task cleared after a newer run delivered the same version. Nothing is left to deliver, so the sync
-    job reports it as delivered instead of failing (the way a diff of an already delivered version is
-    skipped); raised only where that answer is known before anything is sent."""

@@ -6,7 +6,7 @@ compare-and-set on the version its sync started from). On a local or HDFS file s
 atomic. On S3 it is a *conditional write*: ``PutObject`` with ``If-None-Match: *``, refused with
 ``412 Precondition Failed`` when the key exists (AWS S3 since August 2024; MinIO, Ceph RGW and moto
 honour it too). delta-rs, which commits the system tables (consumer positions, run history, lineage)
-and empty change sets from the job's driver (:mod:`spark_jobs.delta.driver_tables`), commits exactly
+and empty change sets from the job's driver (:mod:`spark_jobs.lake_io`), commits exactly
 that way on S3 (measured: every commit file is a PUT with ``If-None-Match: *``). A store that ignores
 the header would let two writers both "create" one version, the second silently replacing the first:
 a lost consumer commit or run record, with nothing failing.

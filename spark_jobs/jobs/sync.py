@@ -55,7 +55,7 @@ from spark_jobs import crashpoints, progress
 from spark_jobs.contract import SyncResult, SyncSpec, Warehouse
 from spark_jobs.contract.destinations import destination_label
 from spark_jobs.delta.lake import require_intact, table_history
-from spark_jobs.errors import AlreadyCommittedError, ConfigError, DestinationError, StaleCommitError
+from spark_jobs.errors import AlreadyDeliveredError, ConfigError, DestinationError, StaleCommitError
 from spark_jobs.jobs import delivery
 from spark_jobs.jobs.sync_commit import commit, settle_ledger, top_reasons
 from spark_jobs.jobs.sync_plan import Prepared, prepare, write_plan
@@ -73,12 +73,12 @@ def run_sync(spark: SparkSession, spec: SyncSpec) -> SyncResult:
     """Deliver the change set and commit (the module docstring); every run, a failed one too, is
     recorded in the run history with as much as it got to know. A sync of the version its consumer
     has already committed, by another run, has nothing left to deliver: it succeeds as already
-    delivered (:class:`~spark_jobs.errors.AlreadyCommittedError`)."""
+    delivered (:class:`~spark_jobs.errors.AlreadyDeliveredError`)."""
     sink_cls = resolve_sink(spec.destination.get("type", ""))
     run = SyncRun(spark, spec, sink_cls, destination_label(spec.destination), datetime.now(timezone.utc))
     try:
         return _finish(run, _sync(run))
-    except AlreadyCommittedError as exc:
+    except AlreadyDeliveredError as exc:
         return _already_delivered(run, exc)
 
 
@@ -87,14 +87,14 @@ def _sync(run: SyncRun) -> SyncResult:
     try:
         prepared = prepare(run, changes_version)
         return write_plan(run, prepared) if run.spec.dry_run else _deliver_and_commit(run, prepared)
-    except AlreadyCommittedError:
+    except AlreadyDeliveredError:
         raise  # not a failure: run_sync reports it as delivered
     except Exception as exc:
         run.record("failed", f"{type(exc).__name__}: {exc}"[:4000])
         raise
 
 
-def _already_delivered(run: SyncRun, exc: AlreadyCommittedError) -> SyncResult:
+def _already_delivered(run: SyncRun, exc: AlreadyDeliveredError) -> SyncResult:
     """The result of a sync whose version another run delivered and committed: green, nothing sent,
     nothing committed, and a run history row that says so."""
     spec = run.spec
@@ -117,7 +117,7 @@ def _changes_version(spec: SyncSpec) -> int:
         return int(history[0]["version"])
     committed = consumers.committed_version(spec.lake, spec.table, spec.consumer)
     if committed == spec.to_version:  # a re-run after its version was delivered and pruned
-        raise AlreadyCommittedError(f"Change set {spec.changes} was deleted by retention after {spec.consumer} "
+        raise AlreadyDeliveredError(f"Change set {spec.changes} was deleted by retention after {spec.consumer} "
                                     f"committed its version {committed} of {spec.table}. Nothing was sent.")
     if committed is not None and committed > spec.to_version:  # a re-run after retention pruned it
         raise StaleCommitError(f"Change set {spec.changes} was deleted by retention: {spec.consumer} has "

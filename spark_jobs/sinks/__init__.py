@@ -1,7 +1,20 @@
-"""Sink registry: built-in destinations and third-party ones from the ``airflow_reverse_etl.sinks``
-entry point group, so ``pip install`` of a plugin makes its sink usable by name. A ``module:Class``
-path also works, for sinks that live in a DAG repository; it must name a :class:`Sink` subclass
-(anything else would fail later, on an executor, with an AttributeError)."""
+"""Destinations, and the delivery core the sync job drives them with.
+
+* :mod:`.base` — the sink protocol: what a destination implements (:class:`Sink`), its capabilities
+  and per-record outcomes; :mod:`.batch` — change records in columnar form, as a sink receives them;
+* :mod:`.core` — the delivery core every sink runs under: batching, concurrency, retries with
+  backoff, outcomes, stats; :mod:`.pacing` — records and requests per second;
+* :mod:`.sql` — what the SQL destinations share, for :mod:`.postgres` (with :mod:`.postgres_copy`,
+  a batch as a binary ``COPY``) and :mod:`.sqlite`; :mod:`.schema` — how a table destination
+  follows the snapshot's schema;
+* :mod:`.kafka` — an upsert topic; :mod:`.delta` — a Delta or Parquet table Spark writes;
+* :mod:`.rest` — any JSON API by configuration, with :mod:`.http` (the webhook) and the SaaS
+  destinations (:mod:`.saas`) as its presets.
+
+This module is the registry: built-in destinations and third-party ones from the
+``airflow_reverse_etl.sinks`` entry point group, so ``pip install`` of a plugin makes its sink usable by
+name. A ``module:Class`` path also works, for sinks that live in a DAG repository; it must name a
+:class:`Sink` subclass (anything else would fail later, on an executor, with an AttributeError)."""
 
 from __future__ import annotations
 

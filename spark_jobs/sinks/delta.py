@@ -12,7 +12,7 @@ action — no rows travel through Python.
   new state (existing rows not touched, plus the upserted/inserted/updated rows) is written beside
   the target and swapped in by renames; on object stores the swap is not atomic, prefer Delta there.
 
-Options: :class:`DeltaOptions` (documented there, and in the sinks guide's option tables). The target
+Options: :class:`DeltaOptions` (documented there, and in the destinations reference). The target
 is created from the change set's schema on first use; afterwards a field whose type
 differs is an error naming the column, and so is a field it lacks unless
 ``schema_evolution="add_columns"``: then the MERGE adds it by Delta's schema evolution, in the same

@@ -40,7 +40,7 @@ it); the rest of the sync goes on. Only a fatal producer error fails the sync.
 Connection: ``bootstrap_servers`` from the options, else the Airflow Kafka connection's extras (the
 client config, e.g. ``bootstrap.servers``, SASL settings — secrets) or its host:port; login/password
 become ``sasl.username``/``sasl.password``.
-Options: :class:`KafkaOptions` (documented there, and in the sinks guide's option tables); with
+Options: :class:`KafkaOptions` (documented there, and in the destinations reference); with
 ``create_topic`` a missing topic is created (``{"partitions": 3, "replication_factor": 1}``), by
 default it is an error.
 """

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Callable
 from spark_jobs.contract import Warehouse
 from spark_jobs.contract.system_tables import CONSUMERS
 from spark_jobs.lake_io import VersionTaken, append, commit_after
-from spark_jobs.errors import AlreadyCommittedError, ConcurrentWriteError, StaleCommitError
+from spark_jobs.errors import AlreadyDeliveredError, ConcurrentWriteError, StaleCommitError
 from spark_jobs.state import system_tables
 
 if TYPE_CHECKING:
@@ -134,14 +134,14 @@ def require_position(wh: Warehouse, table_rel: str, consumer: str, from_version:
     A sync from version F commits only over F. A sync from nothing (the first one, or a full resync)
     commits over nothing or over any version up to its own target — never backwards. A sync whose
     target the pair has already committed (another run delivered it) raises
-    :class:`~spark_jobs.errors.AlreadyCommittedError`, a stale commit with nothing left to send."""
+    :class:`~spark_jobs.errors.AlreadyDeliveredError`, a stale commit with nothing left to send."""
     current = position(wh, table_rel, consumer)
     if from_version is None:
         fits = current.version is None or current.version <= to_version
     else:
         fits = current.version == int(from_version)
     if not fits and current.version == to_version:
-        raise AlreadyCommittedError(f"Consumer {consumer!r} of {table_rel} already has {current.describe()}: "
+        raise AlreadyDeliveredError(f"Consumer {consumer!r} of {table_rel} already has {current.describe()}: "
                                     "the version this sync would deliver. Nothing was sent.")
     if not fits:
         raise StaleCommitError(_stale_message(current, from_version, to_version, delivered=False))
