@@ -8,7 +8,8 @@ them.
 * :mod:`.diff` — a consumer's net change set;
 * :mod:`.sync` — deliver a change set and commit, in steps: :mod:`.sync_plan` (what is sent),
   :mod:`.delivery` (where and how wide it is sent), :mod:`.sync_commit` (the ledger settled, the
-  consumer committed) and :mod:`.sync_run` (what the run history says of it);
+  consumer committed) and :mod:`.sync_report` (the run history row and the result, from what the
+  steps returned);
 * :mod:`.widen` — a wide table's step;
 * :mod:`.history` — an SCD type-2 history; :mod:`.restore` — a table back to a date's version;
   :mod:`.savepoints` — versions maintenance keeps;

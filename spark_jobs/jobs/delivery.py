@@ -2,8 +2,9 @@
 cluster, and the Spark side of running :func:`~spark_jobs.sinks.core.deliver_partition` over the
 operations — in the executors, or, for a change set of at most ``driver_max_records`` records, from
 the driver (:func:`on_driver`), which saves the Spark job, its Python workers and the checkpoint a
-small sync would otherwise pay for (the default is measured: bench/README.md). :func:`deliver` picks
-between them; a destination Spark writes itself (:class:`~spark_jobs.sinks.base.FrameSink`) gets the
+small sync would otherwise pay for (the default is measured: bench/README.md). :func:`deliver_frame`
+picks between them, and :func:`deliver_change_set` is a sync's delivery step (its plan in, what it did
+out); a destination Spark writes itself (:class:`~spark_jobs.sinks.base.FrameSink`) gets the
 whole frame in one Spark write instead.
 
 Limits for the whole sync (``delivery``: ``rate_limit`` records/s, ``requests_per_second``,
@@ -30,11 +31,12 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Callable
 
-from spark_jobs import errors
+from spark_jobs import errors, progress
 from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.errors import JobError
 from spark_jobs.sinks.base import FrameSink, Sink, SinkConfig
@@ -47,6 +49,8 @@ REFUSED_DDL = "key STRING, op STRING, change STRING, error STRING, attempts INT"
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from spark_jobs.jobs.sync_plan import SyncPlan
 
 
 @dataclass(frozen=True)
@@ -197,8 +201,38 @@ def on_driver(spark: SparkSession, frame: DataFrame, sink_cls: type[Sink], confi
     return stats, spark.createDataFrame(refused.to_pylist(), REFUSED_DDL)
 
 
-def deliver(spark: SparkSession, sink: Sink, frame: DataFrame, config: SinkConfig, key_fields: list[str],
-            policy: Delivery) -> tuple[Stats, DataFrame, str | None]:
+@dataclass(frozen=True)
+class Delivered:
+    """What a sync's delivery did: its stats, the records refused for good (the ledger's input), where
+    it ran (``driver``, ``executors``, None when there was nothing to send), its wall time (reading the
+    operations, sending, the acknowledgements — not the planning, ledger or commit around it) and the
+    policy it ran under."""
+
+    stats: Stats
+    refused: DataFrame
+    where: str | None
+    seconds: float
+    delivery: Delivery
+
+
+def deliver_change_set(spark: SparkSession, plan: SyncPlan, label: str) -> Delivered:
+    """Deliver the plan's operations under its spec's policy, resolved against the sink and the cluster
+    (the module docstring), with progress lines in the log; an empty change set without resends
+    reads nothing and runs no Spark job."""
+    sink, spec = plan.sink, plan.spec
+    records = None if isinstance(sink, FrameSink) else plan.records
+    resolved = resolve(sink.limits(spec.delivery), type(sink), partial(cluster_parallelism, spark), records)
+    started = time.monotonic()
+    with progress.reporting(spark, f"sink {spec.table} -> {label}", plan.records, resolved.policy.progress_every):
+        if plan.records or plan.ledger is not None:
+            stats, refused, where = deliver_frame(spark, sink, plan.frame, plan.config, plan.key_fields, resolved)
+        else:
+            stats, refused, where = Stats(), no_refusals(spark), None
+    return Delivered(stats, refused, where, round(time.monotonic() - started, 3), resolved)
+
+
+def deliver_frame(spark: SparkSession, sink: Sink, frame: DataFrame, config: SinkConfig, key_fields: list[str],
+                  policy: Delivery) -> tuple[Stats, DataFrame, str | None]:
     """Send ``frame`` through the sink — from the driver when the policy says so and the frame is
     as small as planned, else from the executors; return (stats, refused records, where it ran)."""
     if isinstance(sink, FrameSink):

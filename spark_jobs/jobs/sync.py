@@ -37,33 +37,27 @@ Around delivery:
 * ``keep_change_sets``: after its commit, a sync deletes the consumer's change sets of the table it
   has committed past, but the newest few (:mod:`spark_jobs.state.pruning`).
 
-This module runs the steps in order; each lives with its concept: :mod:`spark_jobs.jobs.sync_plan`
-plans what is sent (and writes a dry run's plan), :mod:`spark_jobs.jobs.delivery` sends it,
-:mod:`spark_jobs.jobs.sync_commit` settles the ledger and commits, and :mod:`spark_jobs.jobs.sync_run`
-keeps what the run history will say of the run.
+This module runs the steps in order, each taking what the one before returned, each living with its
+concept: :mod:`spark_jobs.jobs.sync_plan` plans what is sent (:class:`~spark_jobs.jobs.sync_plan.SyncPlan`;
+a dry run writes it instead), :mod:`spark_jobs.jobs.delivery` sends it
+(:class:`~spark_jobs.jobs.delivery.Delivered`), :mod:`spark_jobs.jobs.sync_commit` settles the ledger
+and commits, and :mod:`spark_jobs.jobs.sync_report` records the run and builds the result from what
+the steps returned.
 """
 
 from __future__ import annotations
 
-import time
-from dataclasses import replace
-from datetime import datetime, timezone
-from functools import partial
 from typing import TYPE_CHECKING
 
-from spark_jobs import crashpoints, progress
+from spark_jobs import crashpoints
 from spark_jobs.contract import SyncResult, SyncSpec, Warehouse
-from spark_jobs.contract.destinations import destination_label
-from spark_jobs.delta.lake import require_intact, table_history
-from spark_jobs.errors import AlreadyDeliveredError, ConfigError, DestinationError, StaleCommitError
-from spark_jobs.jobs import delivery
-from spark_jobs.jobs.sync_commit import commit, settle_ledger, top_reasons
-from spark_jobs.jobs.sync_plan import Prepared, prepare, write_plan
-from spark_jobs.jobs.sync_run import SyncRun
+from spark_jobs.errors import AlreadyDeliveredError, DestinationError
+from spark_jobs.jobs.delivery import Delivered, deliver_change_set
+from spark_jobs.jobs.sync_commit import commit, settle_ledger
+from spark_jobs.jobs.sync_plan import SyncPlan, plan_sync, write_plan
+from spark_jobs.jobs.sync_report import SyncReport
 from spark_jobs.sinks import resolve_sink
-from spark_jobs.sinks.base import FrameSink, Sink
-from spark_jobs.sinks.core import Stats
-from spark_jobs.state import consumers
+from spark_jobs.sinks.base import Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,115 +68,47 @@ def run_sync(spark: SparkSession, spec: SyncSpec) -> SyncResult:
     recorded in the run history with as much as it got to know. A sync of the version its consumer
     has already committed, by another run, has nothing left to deliver: it succeeds as already
     delivered (:class:`~spark_jobs.errors.AlreadyDeliveredError`)."""
-    sink_cls = resolve_sink(spec.destination.get("type", ""))
-    run = SyncRun(spark, spec, sink_cls, destination_label(spec.destination), datetime.now(timezone.utc))
+    report = SyncReport.start(spec, resolve_sink(spec.destination.get("type", "")))
     try:
-        return _finish(run, _sync(run))
+        return _sync(spark, report)
     except AlreadyDeliveredError as exc:
-        return _already_delivered(run, exc)
+        row = report.record("already_delivered", error=str(exc))
+        return report.result(row, already_delivered=str(exc))
 
 
-def _sync(run: SyncRun) -> SyncResult:
-    changes_version = _changes_version(run.spec)
+def _sync(spark: SparkSession, report: SyncReport) -> SyncResult:
+    """The sync's steps in order, each taking what the one before returned: plan (with the consumer's
+    position checked), check the destination, deliver, settle the ledger, commit, report. What the
+    steps returned so far is what a failed run records."""
+    spec = report.spec
+    plan: SyncPlan | None = None
+    delivered: Delivered | None = None
+    committed = False
     try:
-        prepared = prepare(run, changes_version)
-        return write_plan(run, prepared) if run.spec.dry_run else _deliver_and_commit(run, prepared)
+        plan = plan_sync(spark, spec, report.sink_cls)
+        if spec.dry_run:
+            return report.dry_run(plan, write_plan(spark, plan))
+        _check_destination(spark, plan)
+        delivered = deliver_change_set(spark, plan, report.label)
+        crashpoints.reached("sink.delivered")
+        if plan.ledger is not None or delivered.stats.rejected:
+            settle_ledger(spark, plan, delivered, report.sink_name)
+        crashpoints.reached("sink.ledger_settled")
+        committed = commit(spark, plan, delivered) if plan.expected is not None else False
     except AlreadyDeliveredError:
         raise  # not a failure: run_sync reports it as delivered
     except Exception as exc:
-        run.record("failed", f"{type(exc).__name__}: {exc}"[:4000])
+        report.record("failed", plan, delivered, committed, f"{type(exc).__name__}: {exc}"[:4000])
         raise
+    return report.finish(plan, delivered, committed)
 
 
-def _already_delivered(run: SyncRun, exc: AlreadyDeliveredError) -> SyncResult:
-    """The result of a sync whose version another run delivered and committed: green, nothing sent,
-    nothing committed, and a run history row that says so."""
-    spec = run.spec
-    row = run.record("already_delivered", str(exc))
-    return SyncResult(
-        table=spec.table, consumer=spec.consumer, mode=spec.mode,
-        destination={k: v for k, v in spec.destination.items() if k != "secrets_env"},
-        from_version=spec.from_version, to_version=spec.to_version, dry_run=False, planned={}, resent=0,
-        inputs=[], committed=False, already_delivered=str(exc), stats=Stats().__dict__, outputs=[],
-        run={k: row[k] for k in ("status", "started_at", "finished_at", "duration_s", "outcomes")})
-
-
-def _changes_version(spec: SyncSpec) -> int:
-    """The change set's current version (the one read of its log); a change set that is not there
-    was pruned after this very sync committed (a stale re-run) or was never written, and one whose
-    commit file is damaged is refused before anything is sent."""
-    uri = spec.lake.uri(spec.changes)
-    history = require_intact(table_history(uri, 1), uri)
-    if history is not None:
-        return int(history[0]["version"])
-    committed = consumers.committed_version(spec.lake, spec.table, spec.consumer)
-    if committed == spec.to_version:  # a re-run after its version was delivered and pruned
-        raise AlreadyDeliveredError(f"Change set {spec.changes} was deleted by retention after {spec.consumer} "
-                                    f"committed its version {committed} of {spec.table}. Nothing was sent.")
-    if committed is not None and committed > spec.to_version:  # a re-run after retention pruned it
-        raise StaleCommitError(f"Change set {spec.changes} was deleted by retention: {spec.consumer} has "
-                               f"already committed version {committed} of {spec.table}. Nothing was sent.")
-    raise ConfigError(f"Change set {spec.changes} does not exist; run the diff first")
-
-
-def _deliver_and_commit(run: SyncRun, prepared: Prepared) -> SyncResult:
-    """Check the consumer's position, deliver, settle the reject ledger, commit, prune."""
-    spark, spec = run.spark, run.spec
-    expected = None  # the consumer's commit this sync moves on from (compare-and-set)
-    if spec.commit:  # a stale sync fails here, before sending anything
-        expected = consumers.require_position(spec.lake, spec.table, spec.consumer, spec.from_version,
-                                              spec.to_version)
-    sink = prepared.sink
-    sink.prepare(prepared.schema)
-    if spec.mode == "mirror" and run.planned.get("delete"):
-        _guard_mass_delete(spark, spec.lake, sink, run.planned["delete"], spec)
-    records = None if isinstance(sink, FrameSink) else sum(run.planned.values())
-    resolved = delivery.resolve(sink.limits(spec.delivery), run.sink_cls,
-                                partial(delivery.cluster_parallelism, spark), records)
-    delivery_started = time.monotonic()
-    with progress.reporting(spark, f"sink {spec.table} -> {run.label}", sum(run.planned.values()),
-                            resolved.policy.progress_every):
-        if any(run.planned.values()) or prepared.ledger is not None:
-            stats, refused, where = delivery.deliver(spark, sink, prepared.frame, prepared.config,
-                                                     prepared.key_fields, resolved)
-        else:  # an empty change set and no resends: nothing to read, no Spark job
-            stats, refused, where = Stats(), delivery.no_refusals(spark), None
-    # delivery_s: wall time of the delivery itself (reading the operations, sending, acknowledgements),
-    # without the planning, ledger, commit and run history around it.
-    delivery_s = round(time.monotonic() - delivery_started, 3)
-    run.stats = stats.__dict__
-    crashpoints.reached("sink.delivered")
-    if prepared.ledger is not None or stats.rejected:
-        settle_ledger(run, prepared, refused)
-    reasons = top_reasons(refused) if stats.rejected else None
-    crashpoints.reached("sink.ledger_settled")
-    if expected is not None:
-        commit(run, expected, prepared, resolved)
-    return prepared.result(committed=run.committed, stats=run.stats, delivery_s=delivery_s,
-                           delivered_from=where, reject_reasons=reasons,
-                           outputs=[{"name": run.label, "uri": None, "version": None}])
-
-
-def _finish(run: SyncRun, result: SyncResult) -> SyncResult:
-    """Record the run and return its result; more rejects than ``max_reject_fraction`` allows (or
-    every record of the change set) fail the task after that, what was delivered staying committed."""
-    fraction, total, rejected = run.spec.max_reject_fraction, sum(result.planned.values()), result.stats["rejected"]
-    # A change set the destination refused whole was not delivered at all: never green, whatever the
-    # fraction (ledger rows that are refused again alone leave the run green, as before).
-    refused_all = total > result.resent and rejected >= total
-    too_many = not result.dry_run and (refused_all or (fraction is not None and rejected > fraction * total))
-    status = "dry_run" if result.dry_run else "too_many_rejects" if too_many else "success"
-    row = run.record(status)
-    result = replace(result, run={k: row[k] for k in ("status", "started_at", "finished_at", "duration_s", "outcomes")})
-    if too_many:
-        limit = "every one of them" if refused_all else f"more than max_reject_fraction={fraction:g}"
-        raise DestinationError(
-            f"{rejected} of {total} records ({rejected / total:.1%}) were rejected by {run.label}, {limit}. "
-            f"The {result.stats['sent']} delivered records are committed (version {run.spec.to_version}); the "
-            "rejected ones are in _system/rejects with their errors and will be sent again on the next run. "
-            "Most frequent reasons: " + "; ".join(f"{r['reason']} ({r['count']})" for r in result.reject_reasons or [])
-        )
-    return result
+def _check_destination(spark: SparkSession, plan: SyncPlan) -> None:
+    """The destination checked (or created) by its sink before anything is sent, and a mirror sync's
+    deletes held against the mass-delete guard."""
+    plan.sink.prepare(plan.schema)
+    if plan.spec.mode == "mirror" and plan.planned.get("delete"):
+        _guard_mass_delete(spark, plan.spec.lake, plan.sink, plan.planned["delete"], plan.spec)
 
 
 def _guard_mass_delete(spark: SparkSession, wh: Warehouse, sink: Sink, deletes: int, spec: SyncSpec) -> None:

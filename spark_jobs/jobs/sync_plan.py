@@ -8,20 +8,20 @@ operation. A dry run writes these operations to ``plans/<consumer>/<table>`` ins
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from spark_jobs.contract import SyncResult, SyncSpec, Warehouse, table_ref
+from spark_jobs.contract import SyncSpec, Warehouse, table_ref
+from spark_jobs.contract.results import Ref
 from spark_jobs.contract.layout import plan_rel
 from spark_jobs.delta.change_sets import COUNTED
 from spark_jobs.delta.columns import SYNC_COLUMNS, data_columns
-from spark_jobs.delta.lake import commit_metadata, latest_version
+from spark_jobs.delta.lake import commit_metadata, latest_version, require_intact, table_history
 from spark_jobs.delta.row_hash import read_table
 from spark_jobs.env_secrets import read_secrets
-from spark_jobs.jobs.sync_run import SyncRun
+from spark_jobs.errors import AlreadyDeliveredError, ConfigError, StaleCommitError
 from spark_jobs.sinks.base import Sink, SinkConfig
-from spark_jobs.sinks.core import Stats
-from spark_jobs.state import rejects
+from spark_jobs.state import consumers, rejects
+from spark_jobs.state.consumers import Position
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -98,9 +98,11 @@ def _planned(frame: DataFrame, spec: SyncSpec, changes_version: int) -> dict[str
 
 
 @dataclass(frozen=True)
-class Prepared:
-    """The sync's operations as the sink receives them, and what goes with them."""
+class SyncPlan:
+    """What a sync sends, planned: the sync's operations as the sink receives them, and what goes with
+    them. The steps after it (delivery, the ledger, the commit) read it; nothing changes it."""
 
+    spec: SyncSpec
     ops: DataFrame  # the change set's operations plus the ledger's resends, before the mapping
     ledger: DataFrame | None  # the consumer's reject ledger (None: empty)
     frame: DataFrame  # the operations under destination field names
@@ -108,14 +110,26 @@ class Prepared:
     config: SinkConfig
     sink: Sink  # built on the driver: its options parsed, its capabilities checked against the mode
     schema: dict[str, str]  # destination field -> Spark SQL type
-    result: Callable[..., SyncResult]  # the SyncResult with what every outcome shares
+    planned: dict[str, int]  # records per destination operation
+    resent: int  # records sent again from the ledger
+    inputs: list[Ref]  # the change set and the snapshot version, as read
+    #: the consumer's commit this sync moves on from (compare-and-set; None: the sync does not commit)
+    expected: Position | None
+
+    @property
+    def records(self) -> int:
+        return sum(self.planned.values())
 
 
-def prepare(run: SyncRun, changes_version: int) -> Prepared:
-    """Read the change set, add the ledger's resends, map to destination fields, plan (the run's
-    ``planned`` and ``resent``)."""
-    spark, spec, wh = run.spark, run.spec, run.spec.lake
-    key, destination = spec.primary_key, spec.destination
+def plan_sync(spark: SparkSession, spec: SyncSpec, sink_cls: type[Sink]) -> SyncPlan:
+    """Check the change set and the consumer's position (a stale sync fails here, before anything is
+    read or sent), read the change set, add the ledger's resends, map to destination fields, build the
+    sink and count the records per operation."""
+    current = consumers.position(spec.lake, spec.table, spec.consumer)
+    changes_version = _changes_version(spec, current.version)
+    expected = None if spec.dry_run or not spec.commit else \
+        consumers.require_position(current, spec.from_version, spec.to_version)
+    wh, key, destination = spec.lake, spec.primary_key, spec.destination
     ops = operations(spark.read.format("delta").load(wh.uri(spec.changes)), spec.mode, key)
     ops, ledger, resend = _with_resends(spark, wh, spec, ops, key, spec.mode)
     frame, key_fields, fields = apply_mapping(ops, spec)
@@ -124,28 +138,39 @@ def prepare(run: SyncRun, changes_version: int) -> Prepared:
                         secrets=read_secrets(destination.get("secrets_env"), "destination"),
                         delivered_version=spec.from_version, table=spec.table, consumer=spec.consumer,
                         to_version=spec.to_version)
-    sink = run.sink_cls(config)
-    run.planned = _planned(frame, spec, changes_version) if resend is None else _counted(frame)
-    run.resent = 0 if resend is None else resend.count()
-    result = partial(
-        SyncResult, table=spec.table, consumer=spec.consumer, mode=spec.mode,
-        destination={k: v for k, v in destination.items() if k != "secrets_env"},
-        from_version=spec.from_version, to_version=spec.to_version, dry_run=spec.dry_run, planned=run.planned,
-        resent=run.resent, inputs=[table_ref(wh, spec.changes, changes_version), table_ref(wh, spec.table,
-                                                                                            spec.to_version)])
-    return Prepared(ops, ledger, frame, key_fields, config, sink, schema, result)
+    planned = _planned(frame, spec, changes_version) if resend is None else _counted(frame)
+    inputs = [table_ref(wh, spec.changes, changes_version), table_ref(wh, spec.table, spec.to_version)]
+    return SyncPlan(spec, ops, ledger, frame, key_fields, config, sink_cls(config), schema, planned,
+                    0 if resend is None else resend.count(), inputs, expected)
 
 
-def write_plan(run: SyncRun, prepared: Prepared) -> SyncResult:
-    """A dry run: the would-be operations go to ``plans/<consumer>/<table>``; nothing is sent."""
-    spark, spec, wh = run.spark, run.spec, run.spec.lake
+def _changes_version(spec: SyncSpec, committed: int | None) -> int:
+    """The change set's current version (the one read of its log); a change set that is not there
+    was pruned after this very sync committed (a stale re-run: ``committed``, the consumer's version,
+    says) or was never written, and one whose commit file is damaged is refused before anything is sent."""
+    uri = spec.lake.uri(spec.changes)
+    history = require_intact(table_history(uri, 1), uri)
+    if history is not None:
+        return int(history[0]["version"])
+    if committed == spec.to_version:  # a re-run after its version was delivered and pruned
+        raise AlreadyDeliveredError(f"Change set {spec.changes} was deleted by retention after {spec.consumer} "
+                                    f"committed its version {committed} of {spec.table}. Nothing was sent.")
+    if committed is not None and committed > spec.to_version:  # a re-run after retention pruned it
+        raise StaleCommitError(f"Change set {spec.changes} was deleted by retention: {spec.consumer} has "
+                               f"already committed version {committed} of {spec.table}. Nothing was sent.")
+    raise ConfigError(f"Change set {spec.changes} does not exist; run the diff first")
+
+
+def write_plan(spark: SparkSession, plan: SyncPlan) -> Ref:
+    """A dry run: the would-be operations go to ``plans/<consumer>/<table>``; nothing is sent. Returns
+    where they went."""
+    spec, wh = plan.spec, plan.spec.lake
     rel = plan_rel(spec.consumer, spec.table)
     with commit_metadata(spark, {"job": spec.job, "dry_run": True, "run_id": spec.run_id,
                                  "to_version": spec.to_version}):
-        _as_sent(prepared.frame, prepared.key_fields).write.format("delta").mode("overwrite") \
+        _as_sent(plan.frame, plan.key_fields).write.format("delta").mode("overwrite") \
             .option("overwriteSchema", "true").save(wh.uri(rel))
-    plan_ref = table_ref(wh, rel, latest_version(wh.uri(rel)))
-    return prepared.result(committed=False, plan=plan_ref, stats=Stats().__dict__, outputs=[plan_ref])
+    return table_ref(wh, rel, latest_version(wh.uri(rel)))
 
 
 def _as_sent(frame: DataFrame, key_fields: list[str]) -> DataFrame:

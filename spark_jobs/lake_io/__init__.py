@@ -7,8 +7,8 @@ it imports neither (only the contract's plain data, for the commit metadata it p
 Two engines, each for what it answers best, chosen here once, one module each:
 
 * :mod:`.log` — a table's log from its commit files with fsspec: versions, commits, the table's id;
-* :mod:`.tables` — the small tables' rows through delta-rs: read, append, compare-and-set, merge;
-* :mod:`.storage` — how delta-rs names and reaches the warehouse (object stores).
+* :mod:`.tables` — the small tables' rows through delta-rs: read, append, compare-and-set, merge,
+  and how delta-rs names and reaches the warehouse on an object store.
 
 Both execution modes have a driver process that reaches the warehouse: the spark-submit driver, and
 the Spark Connect client (the Airflow task). Callers use the names below as ``lake_io.<name>``.
@@ -33,10 +33,12 @@ from spark_jobs.lake_io.tables import (
     open_table,
     read_rows,
     replace_with_nothing,
+    storage_options,
+    storage_uri,
 )
 
 __all__ = [
     "CHECKPOINT_INTERVAL", "DamagedCommit", "LogListing", "VersionTaken", "append", "commit_after",
     "commit_versions", "commits", "head_version", "list_log", "merge", "open_table", "read_rows",
-    "replace_with_nothing", "table_history", "table_id",
+    "replace_with_nothing", "storage_options", "storage_uri", "table_history", "table_id",
 ]

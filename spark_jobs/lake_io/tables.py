@@ -4,18 +4,24 @@ in-process, a read ~5 ms where a Spark aggregation was ~0.5 s (``bench/README.md
 Reads go through delta-rs' SQL engine (``QueryBuilder``), which honours deletion vectors where its
 plain Arrow reader refuses such tables, and is faster on a table of many small files. delta-rs
 commits by Delta's protocol (an atomic put-if-absent of the next commit file), so Spark and delta-rs
-writers of one table stay safe together; it reaches object stores as :mod:`.storage` says. A commit
-that loses a compare-and-set is a :class:`VersionTaken`.
+writers of one table stay safe together. A commit that loses a compare-and-set is a :class:`VersionTaken`.
+
+delta-rs reads object stores through its own client (``object_store``), configured from the same
+place as every other reader of the warehouse: the standard environment (``AWS_ENDPOINT_URL``,
+``AWS_ACCESS_KEY_ID``, ``AWS_REGION``, ...), which is also where the Spark side's S3A credential chain
+finds them. Two things differ from Hadoop's and fsspec's spelling and are derived here: Hadoop's
+``s3a://`` is ``s3://`` (:func:`storage_uri`), and an ``http://`` endpoint (a test server, MinIO
+without TLS) must be allowed explicitly (:func:`storage_options`).
 """
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from typing import TYPE_CHECKING, Callable, TypeVar
 
 from spark_jobs.lake_io.log import head_version
-from spark_jobs.lake_io.storage import storage_options, storage_uri
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -33,6 +39,23 @@ _NEW_TABLE = {"delta.checkpointInterval": str(CHECKPOINT_INTERVAL)}
 
 class VersionTaken(Exception):
     """Another writer committed the version a :func:`commit_after` meant to take."""
+
+
+def storage_uri(uri: str) -> str:
+    """delta-rs names object stores by their own scheme: Hadoop's ``s3a://`` is ``s3://`` there.
+
+    >>> storage_uri("s3a://lake/wh/_system/runs")
+    's3://lake/wh/_system/runs'
+    """
+    return "s3://" + uri[len("s3a://"):] if uri.startswith("s3a://") else uri
+
+
+def storage_options() -> dict[str, str]:
+    """What delta-rs needs beyond the standard environment it reads by itself: permission to talk
+    plain HTTP when the configured endpoint is ``http://`` (delta-rs refuses it by default, where
+    boto3 and Hadoop follow the endpoint's scheme). Never credentials: those stay in the environment."""
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or ""
+    return {"AWS_ALLOW_HTTP": "true"} if endpoint.startswith("http://") else {}
 
 
 def open_table(uri: str) -> DeltaTable | None:

@@ -74,7 +74,7 @@ def write_orders(uri: str) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from spark_jobs.lake_io.storage import storage_options, storage_uri
+    from spark_jobs.lake_io import storage_options, storage_uri
 
     table = pa.table({"order_id": pa.array([o[0] for o in ORDERS], pa.int32()), "customer": [o[1] for o in ORDERS],
                       "amount": [o[2] for o in ORDERS]})

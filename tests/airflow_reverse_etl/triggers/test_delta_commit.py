@@ -231,7 +231,7 @@ def test_a_corrupt_source_commit_ends_the_trigger_naming_the_table(lake):
 
 
 def test_an_object_store_source(lake, s3):
-    from spark_jobs.lake_io.storage import storage_options
+    from spark_jobs.lake_io import storage_options
 
     source = "s3a://lake/raw/orders"  # Hadoop's spelling, as the Spark jobs name it
     commit_source("s3://lake/raw/orders", storage_options={**storage_options(), "AWS_S3_ALLOW_UNSAFE_RENAME": "true"})
@@ -244,7 +244,7 @@ def test_an_object_store_source(lake, s3):
 def test_a_storage_outage_keeps_it_watching(lake, s3_server):
     """The object store goes down while the trigger polls: it keeps watching (logged, backing off),
     and fires once the store is back."""
-    from spark_jobs.lake_io.storage import storage_options
+    from spark_jobs.lake_io import storage_options
 
     options = {**storage_options(), "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
     trigger = DeltaCommitTrigger(source=f"s3://{BUCKET}/raw/orders", snapshot="orders",
