@@ -12,7 +12,7 @@ built once with the snapshot and diff jobs; then each destination is timed on it
   raw ``COPY`` of the same rows (the same CSV the sink writes, made before the clock starts, streamed
   by one psycopg2 connection into a table of the same shape and primary key) —
   goal: the sink at >= 50% of raw COPY's rows/s;
-* http: the sync job against the loopback HTTP server of the tests (``tests_common/http_server.py``,
+* http: the sync job against the loopback HTTP server of the tests (``tests_common/webhook_receiver.py``,
   which parses every batch and applies it record by record), concurrency 4, batches of 1,000 —
   goal >= 20k records/s;
 * kafka: the sync job into a 3-partition topic of the real test broker (``scripts/services/kafka.sh``)
@@ -140,7 +140,7 @@ def bench_postgres(spark, warehouse: str, changes: dict, rows: int, source: str)
 
 
 def bench_http(spark, warehouse: str, changes: dict, rows: int, source: str) -> dict:
-    from tests_common.http_server import HttpDestination
+    from tests_common.webhook_receiver import HttpDestination
 
     with HttpDestination(history=False, keep_rows=False) as server:
         job_s, result = sync(spark, warehouse, changes, {"type": "http", "url": server.url},

@@ -37,7 +37,7 @@ GOALS: Goals = {}  # no goal was set for these figures: they are read as trends 
 
 def measure(jobs: int, work: Path) -> dict:
     from tests_common.connect_pipeline import ConnectPipeline, http_destination_spec
-    from tests_common.http_server import HttpDestination
+    from tests_common.webhook_receiver import HttpDestination
     from tests_common.spark_connect import own_server
 
     samples = []

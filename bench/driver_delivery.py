@@ -53,7 +53,7 @@ def change_sets(spark, warehouse: str, sizes: tuple[int, ...]) -> dict[int, dict
 
 
 def measure(spark, work: Path, sizes: tuple[int, ...], repeat: int) -> dict:
-    from tests_common.http_server import HttpDestination
+    from tests_common.webhook_receiver import HttpDestination
 
     warehouse = str(work / "warehouse")
     sets = change_sets(spark, warehouse, sizes)

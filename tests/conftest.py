@@ -41,7 +41,7 @@ pytest_plugins = [
     "tests_common.airflow_db",
     "tests_common.services",
     "tests_common.postgres_table",
-    "tests_common.http_server",
+    "tests_common.webhook_receiver",
     "tests_common.emulators.salesforce",
     "tests_common.emulators.hubspot",
     "tests_common.emulators.braze",

@@ -154,7 +154,7 @@ class Lake:
 
 @pytest.fixture(scope="module")
 def lake(spark, tmp_path_factory, postgres_server, kafka_broker):
-    from tests_common.http_server import HttpDestination
+    from tests_common.webhook_receiver import HttpDestination
 
     with HttpDestination(key_fields=tuple(KEY)) as http:
         yield Lake(spark, tmp_path_factory.mktemp("key-matrix"), postgres_server, kafka_broker, http)

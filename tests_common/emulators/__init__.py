@@ -4,7 +4,8 @@ that cannot run here is met through an emulator of its documented contract, itse
 
 One module per vendor — :mod:`.salesforce`, :mod:`.hubspot`, :mod:`.braze` — each naming in its
 docstring the documentation every rule follows, with a fixture (``salesforce_api``, ``hubspot_api``,
-``braze_api``: a fresh server per test) registered in tests/conftest.py; :mod:`.server` holds what
-they share (routing, recording, injected faults, rate-limit windows). Their own tests, which prove
+``braze_api``: a fresh server per test) registered in tests/conftest.py. They are built on the one test server
+(:mod:`tests_common.http_server`: routing, the request record, injected faults), its credentials
+(:mod:`tests_common.http_auth`) and rate-limit windows (:mod:`tests_common.rate_windows`). Their own tests, which prove
 each refusal, are in tests/integration/emulators/.
 """

@@ -54,7 +54,7 @@ published at braze.com/docs/api/...)
 
 Control API: ``api.add_key(key)``, ``api.track_limit`` / ``api.delete_limit`` (requests, window
 seconds), ``api.define_attribute(name, data_type, blocklisted=False)``, ``api.users`` (external_id ->
-attributes), ``api.seed({external_id: attributes})``, and the faults of :mod:`.server`.
+attributes), ``api.seed({external_id: attributes})``, and the faults of :mod:`tests_common.http_server`.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 import pytest
 
-from tests_common.emulators.server import BadJson, EmulatedApi, FixedWindow, Reply, Request, served
+from tests_common.http_server import BadJson, HttpApi, Reply, Request, served
+from tests_common.rate_windows import FixedWindow
 
 OBJECT_LIMIT = 75
 DELETE_LIMIT = 50
@@ -123,7 +124,7 @@ def message(status: int, text: str, **extra: Any) -> Reply:
     return Reply(status, {"message": text, **extra})
 
 
-class BrazeApi(EmulatedApi):
+class BrazeApi(HttpApi):
     name = "braze"
 
     def __init__(self, **kwargs: Any):

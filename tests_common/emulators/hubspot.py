@@ -73,7 +73,7 @@ Control API (Python, in the test process)
 ``api.burst_limit`` / ``api.daily_limit`` (set before the requests), ``api.objects(object_type)``
 (live records: id -> properties), ``api.find(object_type, prop, value)``, ``api.seed(object_type,
 [properties...])``, ``api.reject(predicate, message)`` (a per-input validation failure for inputs whose
-``properties`` match, like a HubSpot-side rule), and the faults of :mod:`.server`.
+``properties`` match, like a HubSpot-side rule), and the faults of :mod:`tests_common.http_server`.
 """
 
 from __future__ import annotations
@@ -89,7 +89,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
-from tests_common.emulators.server import BadJson, EmulatedApi, Reply, Request, RollingWindow, served
+from tests_common.http_auth import Tokens
+from tests_common.http_server import BadJson, HttpApi, Reply, Request, served
+from tests_common.rate_windows import RollingWindow
 
 OBJECTS = "/crm/v3/objects/(?P<type>[^/]+)"
 BATCH_LIMIT = 100
@@ -139,12 +141,6 @@ def default_properties() -> dict[str, dict[str, Property]]:
 
 
 @dataclass
-class _Token:
-    scopes: set[str] | None
-    expired_at: float | None = None
-
-
-@dataclass
 class _Record:
     id: str
     properties: dict[str, str]
@@ -187,7 +183,7 @@ def error(status: int, message: str, category: str, **extra: Any) -> Reply:
                           "category": category, **extra})
 
 
-class HubSpotApi(EmulatedApi):
+class HubSpotApi(HttpApi):
     name = "hubspot"
 
     def __init__(self, burst_limit: int = BURST_LIMIT, daily_limit: int = DAILY_LIMIT,
@@ -196,7 +192,7 @@ class HubSpotApi(EmulatedApi):
         self.burst_limit, self.daily_limit, self.burst_window = burst_limit, daily_limit, burst_window
         self.retry_after_header = retry_after_header
         self._store = _Store()
-        self._tokens: dict[str, _Token] = {}
+        self.tokens = Tokens()  # private app tokens, each with its scopes (None: every scope)
         self._windows: dict[str, tuple[RollingWindow, RollingWindow]] = {}
         self._rules: list[_Rule] = []
         super().__init__(**kwargs)
@@ -208,12 +204,10 @@ class HubSpotApi(EmulatedApi):
 
     # -- control ------------------------------------------------------------------------------------
     def add_token(self, token: str, scopes: Sequence[str] | None = None) -> None:
-        with self.lock:
-            self._tokens[token] = _Token(None if scopes is None else set(scopes))
+        self.tokens.add(token, None if scopes is None else set(scopes))
 
     def expire_token(self, token: str) -> None:
-        with self.lock:
-            self._tokens[token].expired_at = time.time()
+        self.tokens.expire(token)
 
     def define_property(self, object_type: str, name: str, type: str = "string", unique: bool = False,
                         options: Sequence[str] = (), read_only: bool = False) -> None:
@@ -246,18 +240,17 @@ class HubSpotApi(EmulatedApi):
     # -- authentication and limits ---------------------------------------------------------------------
     def authenticated(self, request: Request) -> Reply | None:
         token = request.bearer()
-        with self.lock:
-            known = self._tokens.get(token or "")
-        if known is None:
+        if not self.tokens.known(token):
             return error(401, "Authentication credentials not found. This API supports OAuth 2.0 authentication "
                               "and you can find more details at https://developers.hubspot.com/docs/methods/auth/"
                               "oauth-overview", "INVALID_AUTHENTICATION")
-        if known.expired_at is not None:
-            ago = max(1, int(time.time() - known.expired_at))
+        if not self.tokens.valid(token):
+            ago = max(1, int(self.tokens.expired_for(token)))
             return error(401, f"The OAuth token used to make this call expired {ago} second(s) ago.",
                          "EXPIRED_AUTHENTICATION")
+        scopes = self.tokens.info(token)
         scope = self._scope(request)
-        if known.scopes is not None and scope not in known.scopes:
+        if scopes is not None and scope not in scopes:
             return error(403, "This app hasn't been granted all required scopes to make this call. Read more about "
                               "required scopes here: https://developers.hubspot.com/scopes.", "MISSING_SCOPES",
                          errors=[{"message": "One or more of the following scopes are required.",

@@ -82,12 +82,11 @@ Control API: ``api.add_client(client_id, client_secret)``, ``api.expire_sessions
 ``api.daily_limit`` (set before requests), ``api.define_field(sobject, name, type, ...)``,
 ``api.reject(sobject, predicate, message, fields)`` (a validation rule), ``api.records(sobject)``
 (Id -> fields), ``api.find(sobject, field, value)``, ``api.seed(sobject, rows)``, ``api.jobs``,
-``api.processing_delay`` (seconds a job stays InProgress), and the faults of :mod:`.server`.
+``api.processing_delay`` (seconds a job stays InProgress), and the faults of :mod:`tests_common.http_server`.
 """
 
 from __future__ import annotations
 
-import base64
 import csv
 import io
 import itertools
@@ -101,7 +100,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
-from tests_common.emulators.server import BadJson, EmulatedApi, Reply, Request, RollingWindow, served
+from tests_common.http_auth import Tokens, client_credentials
+from tests_common.http_server import BadJson, HttpApi, Reply, Request, served
+from tests_common.rate_windows import RollingWindow
 
 DATA = r"/services/data/v(?P<version>\d+\.\d)"
 COLLECTION_LIMIT = 200
@@ -246,7 +247,7 @@ class Unreadable(ValueError):
     """A value of the wrong JSON type: the whole request is refused (JSON_PARSER_ERROR)."""
 
 
-class SalesforceApi(EmulatedApi):
+class SalesforceApi(HttpApi):
     name = "salesforce"
 
     def __init__(self, daily_limit: int = DAILY_LIMIT, **kwargs: Any):
@@ -254,7 +255,7 @@ class SalesforceApi(EmulatedApi):
         self.processing_delay = 0.2
         self.objects: dict[str, SObjectType] = default_objects()
         self._clients: dict[str, str] = {}
-        self._sessions: set[str] = set()
+        self.sessions = Tokens(prefix="00D000000000001!")
         self._records: dict[str, dict[str, dict[str, Any]]] = {}
         self._deleted: set[str] = set()
         self._rules: list[_Rule] = []
@@ -288,8 +289,7 @@ class SalesforceApi(EmulatedApi):
 
     def expire_sessions(self) -> None:
         """End every session, as the org's session timeout does."""
-        with self.lock:
-            self._sessions.clear()
+        self.sessions.expire()
 
     def define_field(self, sobject: str, name: str, type: str = "string", **options: Any) -> None:
         with self.lock:
@@ -321,9 +321,7 @@ class SalesforceApi(EmulatedApi):
     def authenticated(self, request: Request) -> Reply | None:
         if request.path == "/services/oauth2/token":
             return None
-        with self.lock:
-            known = request.bearer() in self._sessions
-        if not known:
+        if not self.sessions.valid(request.bearer()):
             return sf_error(401, "INVALID_SESSION_ID", "Session expired or invalid")
         with self.lock:
             if self._usage is None:
@@ -349,18 +347,13 @@ class SalesforceApi(EmulatedApi):
         return sf_error(404, "NOT_FOUND", "The requested resource does not exist")
 
     def _token(self, request: Request) -> Reply:
-        form = request.form()
-        client_id, secret = form.get("client_id"), form.get("client_secret")
-        basic = request.header("Authorization") or ""
-        if basic.lower().startswith("basic "):
-            client_id, _, secret = base64.b64decode(basic[6:]).decode().partition(":")
-        if form.get("grant_type") != "client_credentials":
+        client_id, secret = client_credentials(request)
+        if request.form().get("grant_type") != "client_credentials":
             return Reply(400, {"error": "unsupported_grant_type", "error_description": "grant type not supported"})
         with self.lock:
             if not client_id or self._clients.get(client_id) != secret:
                 return Reply(400, {"error": "invalid_client", "error_description": "invalid client credentials"})
-            token = "00D000000000001!" + secrets.token_urlsafe(24)
-            self._sessions.add(token)
+        token = self.sessions.issue()
         return Reply(200, {"access_token": token, "signature": secrets.token_urlsafe(16), "scope": "api",
                            "instance_url": self.url, "id": f"{self.url}/id/00D000000000001AAA/005000000000001AAA",
                            "token_type": "Bearer", "issued_at": str(int(time.time() * 1000))})

@@ -1,11 +1,12 @@
-"""The emulators' shared faults and rate-limit windows (tests_common/emulators/server.py)."""
+"""The test server's faults (tests_common/http_server.py) as an emulator sees them, and the rate-limit windows
+(tests_common/rate_windows.py)."""
 
 from __future__ import annotations
 
 import pytest
 import requests
 
-from tests_common.emulators.server import FixedWindow, RollingWindow
+from tests_common.rate_windows import FixedWindow, RollingWindow
 
 AUTH = {"Authorization": "Bearer pat-test"}
 UPSERT = "/crm/v3/objects/contacts/batch/upsert"

@@ -7,7 +7,7 @@ a mirror delete, must come out identical but for where it ran."""
 
 from __future__ import annotations
 
-from tests_common.http_server import HttpDestination
+from tests_common.webhook_receiver import HttpDestination
 from tests_common.pipeline import Pipeline
 
 DAY1 = [(i, f"n{i}", f"c{i % 3}") for i in range(12)]

@@ -1,4 +1,4 @@
-"""HTTP sink against a real local HTTP server (tests_common/http_server.py): batches, auth header
+"""HTTP sink against a real local HTTP server (tests_common/webhook_receiver.py): batches, auth header
 from the connection's (secret) extras, 429 with Retry-After, 500 then success, per-record errors
 into the ledger and their retry next run, a hung server, concurrency, and a resend after a kill."""
 
@@ -22,7 +22,7 @@ def destination(server, **options):
 @pytest.fixture
 def server(http_destination, monkeypatch):
     monkeypatch.setenv(EXTRA_ENV, json.dumps({"Authorization": "Bearer test-token"}))
-    http_destination.require_bearer_token("test-token")
+    http_destination.require("bearer", "test-token")
     return http_destination
 
 
@@ -36,7 +36,7 @@ def test_upsert_mirror_and_mapping_with_auth_from_the_connection(spark, warehous
     assert first["stats"]["sent"] == 3 and first["committed"]
     assert server.table[1] == {"id": 1, "name": "ann", "city": "oslo", "source": "lake"}
     assert all(r.header("Authorization") == "Bearer test-token" for r in server.requests)
-    body = server.requests[0].json["records"][0]
+    body = server.requests[0].json()["records"][0]
     assert set(body) == {"op", "key", "data"} and body["op"] == "upsert" and "id" in body["key"]
 
     second = p.sync(p.step([(1, "ann", "nice"), (3, "cid", "rome"), (4, "dan", "kyiv")]), destination(server),
@@ -51,8 +51,8 @@ def test_429_waits_as_long_as_retry_after_says(spark, warehouse, tmp_path, serve
     p = Pipeline(spark, warehouse, tmp_path)
     result = p.sync(p.step(ROWS), destination(server), delivery={"batch_size": 10, "backoff_initial": 0.01})
     [refused] = [r for r in server.requests if r.status == 429]
-    keys = [record["key"] for record in refused.records]
-    [resent] = [r for r in server.requests if r.status == 200 and [x["key"] for x in r.records] == keys]
+    keys = [record["key"] for record in refused.json()["records"]]
+    [resent] = [r for r in server.requests if r.status == 200 and [x["key"] for x in r.json()["records"]] == keys]
     assert resent.received_monotonic - refused.received_monotonic >= 2.0
     assert result["stats"]["retried"] == len(keys) and result["stats"]["sent"] == 3
     assert as_rows(server) == ROWS
@@ -93,7 +93,7 @@ def test_a_hung_server_times_out_cleanly(spark, warehouse, tmp_path, server):
     # The client gave up on its own timeout: the second attempt of a batch came long before the
     # server would have answered (30 s), and nothing was applied or committed.
     first = server.requests[0]
-    again = [r for r in server.requests[1:] if r.records == first.records]
+    again = [r for r in server.requests[1:] if r.json()["records"] == first.json()["records"]]
     assert again and again[0].received_monotonic - first.received_monotonic < 10
     assert p.committed() is None and server.rows() == []
     assert p.runs()[-1]["status"] == "failed"

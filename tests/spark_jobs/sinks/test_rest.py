@@ -83,7 +83,7 @@ def test_batches_read_multi_status_results_matched_by_id(contacts_api):
     assert done.rejects == [('{"id":4}', "rest: email 'c4@example.com' is not a valid address")]
     assert done.stats["sent"] == 6 and done.stats["retried"] == 1
     assert sorted(contacts_api.contacts, key=int) == ["1", "2", "3", "5", "6", "7"]
-    sizes = [len(r.body["contacts"]) for r in contacts_api.requests]
+    sizes = [len(r.json()["contacts"]) for r in contacts_api.requests]
     assert sizes == [3, 3, 1, 1]  # batch_size 3 per request; then contact 2 alone
 
 
@@ -148,7 +148,7 @@ def test_an_oauth2_token_is_fetched_once_per_process_and_refreshed(contacts_api)
     done = deliver(sinks, records, KEY, FIELDS, batch_size=5, concurrency=4)  # four threads, four sinks
     assert done.stats["sent"] == 40 and len(contacts_api.token_requests) == 1
     assert contacts_api.token_requests[0].body == (
-        "grant_type=client_credentials&scope=contacts.write&client_id=robot&client_secret=client-secret-1")
+        b"grant_type=client_credentials&scope=contacts.write&client_id=robot&client_secret=client-secret-1")
     contacts_api.revoke_tokens()  # the API forgets it: the next request gets 401, then one new token
     assert deliver(sinks, [contact(50)], KEY, FIELDS).stats["sent"] == 1
     assert len(contacts_api.token_requests) == 2
@@ -194,10 +194,10 @@ def test_an_idempotency_key_makes_a_resend_after_a_lost_response_apply_once(cont
     """insert mode, POST /v1/contacts: the API applies the request, the answer never arrives, the core
     sends it again — with the same key, so the API replays its first answer instead of a 409 (which
     would reject a record that was in fact created)."""
-    contacts_api.hold(0.3, then="drop_after_apply")
+    contacts_api.hang(0.3, times=None, then="lose_answer")
     create = {"method": "POST", "url": "/v1/contacts", "per": "record"}
     sinks = rest(contacts_api, {"insert": create}, mode="insert", idempotency_header="Idempotency-Key", timeout=5)
-    threading.Timer(0.2, lambda: contacts_api.hold(0)).start()  # answers normally again for the resend
+    threading.Timer(0.2, contacts_api.clear_faults).start()  # answers normally again for the resend
     records = [change("insert", {"id": 1}, {"email": "a@b.c", "name": "ann"})]
     done = deliver(sinks, records, KEY, FIELDS, backoff_initial=0.4)
     first, again = contacts_api.requests
@@ -219,7 +219,7 @@ def test_requests_per_second_and_in_flight_hold_for_the_whole_sync(contacts_api)
     delivery = resolve(policy, RestSink, running_at_once=lambda: 4)
     assert delivery.partitions == 2 and delivery.policy.requests_per_second == 10
     assert delivery.policy.concurrency == 1
-    contacts_api.hold(0.02)
+    contacts_api.hang(0.02, times=None, then="apply")
     arrivals = delivered_by_two_partitions(contacts_api, delivery.policy, 20)
     assert len(arrivals) == 40 and len(contacts_api.contacts) == 40
     assert contacts_api.max_in_flight <= 2
@@ -237,7 +237,7 @@ def test_with_the_apis_window_known_its_allowance_goes_at_once_and_never_one_mor
     policy = DeliveryPolicy(requests_per_second=20, requests_window=1.0, concurrency=4, batch_size=1)
     delivery = resolve(policy, RestSink, running_at_once=lambda: 2)
     assert delivery.policy.requests_per_second == 10 and delivery.policy.requests_window == 1.0
-    contacts_api.hold(0.05)
+    contacts_api.hang(0.05, times=None, then="apply")
     arrivals = delivered_by_two_partitions(contacts_api, delivery.policy, 30)
     assert [r.status for r in contacts_api.requests] == [200] * 60 and len(contacts_api.contacts) == 60
     busiest = max(sum(1 for later in arrivals if arrived <= later < arrived + 1.0) for arrived in arrivals)
@@ -257,7 +257,7 @@ def delivered_by_two_partitions(api, policy: DeliveryPolicy, each: int) -> list[
         thread.start()
     for thread in threads:
         thread.join()
-    return sorted(r.arrived - started for r in api.requests)
+    return sorted(r.received_monotonic - started for r in api.requests)
 
 
 def test_the_records_rate_and_the_partitions_cap_split_over_the_delivering_partitions():
