@@ -35,7 +35,8 @@ def emulators(monkeypatch, secrets):
     braze.add_key(secrets["braze"])
     connections = {
         "SALESFORCE_CRM": {"conn_type": "salesforce", "extra": {
-            "consumer_key": "saas-dag-app", "consumer_secret": secrets["salesforce"], "instance_url": salesforce.url}},
+            "consumer_key": "saas-dag-app", "consumer_secret": secrets["salesforce"],
+            "instance_url": salesforce.login_url}},
         "HUBSPOT_CRM": {"conn_type": "reverse_etl_hubspot", "host": hubspot.url, "password": secrets["hubspot"]},
         "BRAZE_CRM": {"conn_type": "reverse_etl_braze", "host": braze.url, "password": secrets["braze"]},
     }

@@ -47,14 +47,17 @@ published at braze.com/docs/api/...)
 * ``GET /custom_attributes``: 50 per page, sorted by name, the next page in a ``Link: <...?cursor=...>;
   rel="next"`` header; items ``{"name", "data_type", "status", "description", "array_length",
   "tag_names"}``.
-* Rate limits (api_limits): ``/users/track`` 3,000 requests per 3 seconds; ``/users/delete`` 20,000 per
-  minute. Every answer carries ``X-RateLimit-Limit``, ``X-RateLimit-Remaining`` and
+* Rate limits (api_limits, "Rate limits by request type"), per endpoint, each request counted:
+  ``/users/track`` 3,000 requests per 3 seconds; ``/users/delete`` 20,000 per minute; every other
+  endpoint, ``/custom_attributes`` included, shares 250,000 requests per hour, and these windows reset on
+  the clock hour (not rolling). Every answer carries ``X-RateLimit-Limit``, ``X-RateLimit-Remaining`` and
   ``X-RateLimit-Reset`` (UTC epoch seconds the window resets at); past the limit, 429 (errors page: "429
   Rate Limited — Over rate limit").
 
-Control API: ``api.add_key(key)``, ``api.track_limit`` / ``api.delete_limit`` (requests, window
-seconds), ``api.define_attribute(name, data_type, blocklisted=False)``, ``api.users`` (external_id ->
-attributes), ``api.seed({external_id: attributes})``, and the faults of :mod:`tests_common.http_server`.
+Control API: ``api.add_key(key)``, ``api.limits`` (path -> (requests, window seconds); ``None``: the
+shared hourly pool of every other endpoint), ``api.define_attribute(name, data_type, blocklisted=False)``,
+``api.users`` (external_id -> attributes), ``api.seed({external_id: attributes})``, and the faults of
+:mod:`tests_common.http_server`.
 """
 
 from __future__ import annotations
@@ -128,12 +131,12 @@ class BrazeApi(HttpApi):
     name = "braze"
 
     def __init__(self, **kwargs: Any):
-        self.track_limit: tuple[int, float] = (3000, 3.0)
-        self.delete_limit: tuple[int, float] = (20_000, 60.0)
+        self.limits: dict[str | None, tuple[int, float]] = {"/users/track": (3000, 3.0),
+                                                            "/users/delete": (20_000, 60.0), None: (250_000, 3600.0)}
         self._keys: set[str] = set()
         self._users: dict[str, dict[str, Any]] = {}
         self._attributes: dict[str, dict[str, Any]] = {}
-        self._windows: dict[tuple[str, str], FixedWindow] = {}
+        self._windows: dict[tuple[str, str | None], FixedWindow] = {}
         super().__init__(**kwargs)
 
     def routes(self) -> list[tuple[str, str, Any]]:
@@ -167,15 +170,20 @@ class BrazeApi(HttpApi):
             known = key in self._keys
         if not known:
             return message(401, "Invalid API key")
-        limit = self.delete_limit if request.path == "/users/delete" else self.track_limit
         with self.lock:
-            window = self._windows.setdefault((key or "", request.path), FixedWindow(*limit))
+            window = self._window(key or "", request.path)
             admitted = window.admit(time.time())
         return None if admitted else message(429, "Rate limit exceeded")
 
+    def _window(self, key: str, path: str) -> FixedWindow:
+        """The window ``path`` counts in: its own, or the pool every other endpoint shares."""
+        pool = path if path in self.limits else None
+        return self._windows.setdefault((key, pool), FixedWindow(*self.limits[pool]))
+
     def decorate(self, request: Request, reply: Reply) -> Reply:
+        pool = request.path if request.path in self.limits else None
         with self.lock:
-            window = self._windows.get((request.bearer() or "", request.path))
+            window = self._windows.get((request.bearer() or "", pool))
         if window is not None:
             now = time.time()
             reply.headers.update({"X-RateLimit-Limit": str(window.limit),

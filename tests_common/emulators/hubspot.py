@@ -41,6 +41,18 @@ or update a batch of objects by unique property values"):
 Batch read (".../batch/read", "Read a batch of objects by internal ID, or unique property values"):
 ``{"idProperty": name, "inputs": [{"id": value}], "properties": [...]}``, at most 100 inputs; values
 not found are reported as a 207 with an ``OBJECT_NOT_FOUND`` error listing them in ``context.ids``.
+A result carries the record's stored properties, not the value asked for.
+
+Emails (contacts API, "Get a contact by email address": "all contacts in HubSpot are de-duplicated by
+email address"): a contact's ``email`` is stored in lower case and matched case-insensitively, on upsert
+and read alike (two inputs differing in case are one id: "Duplicate IDs"). A contact's secondary
+addresses are its ``hs_additional_emails`` (``;``-separated, read-only here); a read by
+``idProperty: email`` finds the contact by them too (a search by email matches them, HubSpot community
+"Search for a contact by email address"; the batch read is held to the same here, stricter than
+documented), answering with the contact's primary ``email``.
+
+Order: the batch endpoints promise no order for ``results`` (``objectWriteTraceId`` and the values are
+how a client matches them); this emulator shuffles them (seeded, ``seed_random``).
 
 Batch archive (".../batch/archive", "Archive a batch of objects by ID"): inputs ``[{"id": recordId}]``
 — HubSpot's own record ids only, no ``idProperty``, which is why a delete by a unique property reads the
@@ -59,11 +71,13 @@ second(s) ago."); a token without the endpoint's scope (``crm.objects.<type>.wri
 Rate limits (API usage guidelines, developers.hubspot.com/docs/developer-tooling/platform/usage-
 guidelines; changelog "Increasing our API limits"): private apps get a burst limit of 100 requests per
 rolling 10 seconds (Free/Starter; 190 for Professional/Enterprise) and a daily limit (250,000 for
-Free/Starter). Every answer carries ``X-HubSpot-RateLimit-Interval-Milliseconds``, ``-Max``,
+Free/Starter), counted over every request of the app — property reads, batch reads and archives as
+well as writes. Every answer carries ``X-HubSpot-RateLimit-Interval-Milliseconds``, ``-Max``,
 ``-Remaining``, ``X-HubSpot-RateLimit-Daily`` and ``-Daily-Remaining``; past the limit the answer is
 429 ``{"status": "error", "message": "You have reached your ten_secondly_rolling limit.", "errorType":
-"RATE_LIMIT", "policyName": "TEN_SECONDLY_ROLLING", ...}`` (the body the guidelines show). The docs
-promise no ``Retry-After``, so none is sent unless ``retry_after_header=True``.
+"RATE_LIMIT", "policyName": "TEN_SECONDLY_ROLLING", ...}`` (the body the guidelines show); past the daily
+limit the same with ``"policyName": "DAILY"``, which lasts until midnight in the account's time zone. The
+docs promise no ``Retry-After``, so none is sent unless ``retry_after_header=True``.
 
 Control API (Python, in the test process)
 =========================================
@@ -80,6 +94,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 import re
 import time
 import uuid
@@ -99,6 +114,8 @@ BATCH_LIMIT = 100
 BURST_LIMIT = 100
 DAILY_LIMIT = 250_000
 ALIASES = {"0-1": "contacts", "0-2": "companies", "0-3": "deals"}
+#: Properties that hold email addresses: a contact's email and its secondary emails (``;``-separated).
+EMAILS = ("email", "hs_additional_emails")
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 
@@ -129,10 +146,17 @@ class Property:
                                          "readOnlyValue": self.read_only}}
 
 
+def normalised(prop: str, value: str) -> str:
+    """A value as HubSpot stores and matches it: an email address in lower case (HubSpot's contacts
+    are de-duplicated by email, case-insensitively), anything else as it is."""
+    return value.lower() if prop in EMAILS else value
+
+
 def default_properties() -> dict[str, dict[str, Property]]:
     """Contacts with HubSpot's usual properties, and companies; a test adds its own with
     :meth:`HubSpotApi.define_property`."""
-    contacts = [Property("email", builtin_identifier=True), Property("firstname"), Property("lastname"),
+    contacts = [Property("email", builtin_identifier=True), Property("hs_additional_emails", read_only=True),
+                Property("firstname"), Property("lastname"),
                 Property("phone"), Property("company"), Property("city"), Property("country"),
                 Property("lifecyclestage", "enumeration", options=("subscriber", "lead", "customer", "other")),
                 Property("createdate", "datetime", read_only=True), Property("hs_object_id", "number", read_only=True)]
@@ -187,9 +211,11 @@ class HubSpotApi(HttpApi):
     name = "hubspot"
 
     def __init__(self, burst_limit: int = BURST_LIMIT, daily_limit: int = DAILY_LIMIT,
-                 retry_after_header: bool = False, burst_window: float = 10.0, **kwargs: Any):
-        """``burst_window``: the rolling window's seconds (HubSpot's is 10; a test may shorten it)."""
+                 retry_after_header: bool = False, burst_window: float = 10.0, seed_random: int = 0, **kwargs: Any):
+        """``burst_window``: the rolling window's seconds (HubSpot's is 10; a test may shorten it);
+        ``seed_random``: the order results come in."""
         self.burst_limit, self.daily_limit, self.burst_window = burst_limit, daily_limit, burst_window
+        self._random = random.Random(seed_random)
         self.retry_after_header = retry_after_header
         self._store = _Store()
         self.tokens = Tokens()  # private app tokens, each with its scopes (None: every scope)
@@ -225,7 +251,7 @@ class HubSpotApi(HttpApi):
 
     def seed(self, object_type: str, rows: Sequence[dict[str, Any]]) -> list[str]:
         with self.lock:
-            return [self._create(object_type, {k: str(v) for k, v in row.items()}).id for row in rows]
+            return [self._create(object_type, {k: normalised(k, str(v)) for k, v in row.items()}).id for row in rows]
 
     def objects(self, object_type: str) -> dict[str, dict[str, str]]:
         """The live (not archived) records: record id -> properties."""
@@ -236,6 +262,12 @@ class HubSpotApi(HttpApi):
     def find(self, object_type: str, prop: str, value: str) -> dict[str, str] | None:
         record = self._lookup(object_type, prop, value)
         return None if record is None else dict(record.properties)
+
+    def _shuffled(self, items: list[Any]) -> list[Any]:
+        """Results in no guaranteed order (seeded)."""
+        with self.lock:
+            self._random.shuffle(items)
+        return items
 
     # -- authentication and limits ---------------------------------------------------------------------
     def authenticated(self, request: Request) -> Reply | None:
@@ -326,7 +358,8 @@ class HubSpotApi(HttpApi):
         if len(inputs) > BATCH_LIMIT:
             return error(400, f"The maximum number of inputs supported in a batch request is {BATCH_LIMIT}. "
                               "Please reduce the number of items and try again", "VALIDATION_ERROR")
-        ids = [str(i.get("id")) for i in inputs]
+        by = body.get("idProperty") or ""
+        ids = [normalised(str(i.get("idProperty") or by), str(i.get("id"))) for i in inputs]
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if duplicates:
             return error(400, f"Duplicate IDs found in batch input: {duplicates}. IDs must be unique",
@@ -355,7 +388,7 @@ class HubSpotApi(HttpApi):
                 return error(400, f"Property values were not valid: [{','.join(first)}]", "VALIDATION_ERROR",
                              errors=[{"message": m} for p in problems.values() for m in p])
             started = _now_iso()
-            results = [self._apply(kind, item) for i, item in enumerate(inputs) if i not in problems]
+            results = self._shuffled([self._apply(kind, item) for i, item in enumerate(inputs) if i not in problems])
         body: dict[str, Any] = {"status": "COMPLETE", "results": results, "startedAt": started,
                                 "completedAt": _now_iso()}
         if not problems:
@@ -385,7 +418,7 @@ class HubSpotApi(HttpApi):
     def _apply(self, kind: str, item: dict[str, Any]) -> dict[str, Any]:
         schema = self._store.schemas[kind]
         values = {n: _normalise(schema[n], v) for n, v in item["properties"].items()}
-        values[item["idProperty"]] = item["id"]
+        values[item["idProperty"]] = normalised(item["idProperty"], item["id"])
         record = self._lookup(kind, item["idProperty"], item["id"])
         if record is None:
             return self._create(kind, values).public(new=True)
@@ -420,11 +453,24 @@ class HubSpotApi(HttpApi):
             self._store.index.pop((kind, prop, record.properties.get(prop, "")), None)
 
     def _lookup(self, kind: str, prop: str, value: str) -> _Record | None:
+        """The live record whose ``prop`` matches ``value`` as HubSpot matches it (:func:`normalised`)."""
+        value = normalised(prop, value)
         with self.lock:
             if prop in self._identifying(kind):
                 return self._store.index.get((kind, prop, value))
             return next((r for r in self._store.records.get(kind, {}).values()
                          if not r.archived and r.properties.get(prop) == value), None)
+
+    def _by_any_email(self, kind: str, value: str) -> _Record | None:
+        """The contact whose email or one of whose secondary emails (``hs_additional_emails``) is
+        ``value``, case-insensitively: how HubSpot finds a contact by email."""
+        found = self._lookup(kind, "email", value)
+        if found is not None:
+            return found
+        wanted = normalised("email", value)
+        with self.lock:
+            return next((r for r in self._store.records.get(kind, {}).values() if not r.archived
+                         and wanted in r.properties.get("hs_additional_emails", "").split(";")), None)
 
     def _read(self, request: Request) -> Reply:
         batch = self._batch(request)
@@ -441,12 +487,13 @@ class HubSpotApi(HttpApi):
         for item in inputs:
             value = str(item.get("id"))
             record = (self._store.records.get(kind, {}).get(value) if id_property == "hs_object_id"
+                      else self._by_any_email(kind, value) if id_property == "email"
                       else self._lookup(kind, id_property, value))
             if record is None or record.archived:
                 missing.append(value)
             else:
                 results.append(record.public(names))
-        out: dict[str, Any] = {"status": "COMPLETE", "results": results, "startedAt": _now_iso(),
+        out: dict[str, Any] = {"status": "COMPLETE", "results": self._shuffled(results), "startedAt": _now_iso(),
                                "completedAt": _now_iso()}
         if not missing:
             return Reply(200, out)
@@ -574,7 +621,7 @@ def _normalise(prop: Property, value: Any) -> str:
         return str(int(day.timestamp() * 1000))
     if prop.type == "bool":
         return str(value).lower()
-    return str(value)
+    return normalised(prop.name, str(value))
 
 
 @pytest.fixture

@@ -102,9 +102,22 @@ def test_an_unknown_key_is_401(braze_api, endpoint):
 def test_rate_limit_headers_and_429():
     with BrazeApi() as api:
         api.add_key("k")
-        api.track_limit = (2, 60.0)
+        api.limits["/users/track"] = (2, 60.0)
         answers = [track(api, [{"external_id": "u"}], headers={"Authorization": "Bearer k"}) for _ in range(3)]
         assert [a.status_code for a in answers] == [201, 201, 429]
         assert answers[0].headers["X-RateLimit-Limit"] == "2"
         assert [a.headers["X-RateLimit-Remaining"] for a in answers] == ["1", "0", "0"]
         assert int(answers[0].headers["X-RateLimit-Reset"]) > 0
+
+
+def test_every_endpoint_is_rate_limited_in_its_own_window():
+    """API rate limits, "Rate limits by request type": /users/track and /users/delete have their own
+    limits; every other endpoint, GET /custom_attributes included, shares one hourly pool."""
+    with BrazeApi() as api:
+        api.add_key("k")
+        api.limits[None] = (1, 3600.0)
+        auth = {"Authorization": "Bearer k"}
+        listed = [requests.get(f"{api.url}/custom_attributes", headers=auth, timeout=10) for _ in range(2)]
+        assert [a.status_code for a in listed] == [200, 429]
+        assert listed[1].headers["X-RateLimit-Limit"] == "1" and listed[1].headers["X-RateLimit-Remaining"] == "0"
+        assert track(api, [{"external_id": "u"}], headers=auth).status_code == 201, "its own window"

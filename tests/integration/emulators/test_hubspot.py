@@ -188,3 +188,71 @@ def test_the_daily_limit_is_a_429_with_policy_daily():
         codes = [upsert(api, [contact(f"u{i}@x.io")]).status_code for i in range(3)]
         assert codes == [200, 200, 429]
         assert api.requests[-1].reply["policyName"] == "DAILY"
+
+
+def read(api, ids, id_property="email", properties=("email",)):
+    return requests.post(f"{api.url}/crm/v3/objects/contacts/batch/read", headers=AUTH, timeout=10,
+                         json={"idProperty": id_property, "inputs": [{"id": i} for i in ids],
+                               "properties": list(properties)})
+
+
+def test_emails_are_stored_in_lower_case_and_matched_case_insensitively(hubspot_api):
+    """HubSpot de-duplicates contacts by email address (contacts API: "all contacts in HubSpot are
+    de-duplicated by email address"), case-insensitively, and keeps the address in lower case."""
+    first = upsert(hubspot_api, [contact("Ada@Example.COM", firstname="Ada")]).json()["results"][0]
+    assert first["properties"]["email"] == "ada@example.com"
+    again = upsert(hubspot_api, [contact("ADA@example.com", lastname="Lovelace")]).json()["results"][0]
+    assert again["new"] is False and again["id"] == first["id"]
+    found = read(hubspot_api, ["aDa@ExAmPlE.com"])
+    assert found.status_code == 200 and [r["id"] for r in found.json()["results"]] == [first["id"]]
+    assert found.json()["results"][0]["properties"]["email"] == "ada@example.com", "the stored form, not the asked"
+    twice = upsert(hubspot_api, [contact("bo@x.io"), contact("BO@x.io")])
+    assert twice.status_code == 400 and "Duplicate IDs" in twice.json()["message"], "one contact, twice"
+
+
+def test_a_read_by_email_finds_a_contact_by_its_secondary_emails_too(hubspot_api):
+    """A contact's secondary addresses are its ``hs_additional_emails``; HubSpot finds the contact by
+    them when asked by email (a search by email matches them: HubSpot community, "Search for a contact by
+    email address"; stricter here: the batch read by ``idProperty: email`` matches them too)."""
+    [ada] = hubspot_api.seed("contacts", [{"email": "ada@x.io", "hs_additional_emails": "Lovelace@x.io;al@y.io"}])
+    found = read(hubspot_api, ["lovelace@X.io", "al@y.io"], properties=("email", "hs_additional_emails"))
+    assert found.status_code == 200 and [r["id"] for r in found.json()["results"]] == [ada, ada]
+    assert {r["properties"]["email"] for r in found.json()["results"]} == {"ada@x.io"}
+    assert found.json()["results"][0]["properties"]["hs_additional_emails"] == "lovelace@x.io;al@y.io"
+
+
+def test_batch_results_come_in_no_guaranteed_order(hubspot_api):
+    """The batch endpoints promise no order for ``results`` (a client matches them by their values)."""
+    emails = [f"u{i:02d}@x.io" for i in range(20)]
+    written = upsert(hubspot_api, [contact(e) for e in emails]).json()["results"]
+    assert sorted(r["properties"]["email"] for r in written) == emails
+    assert [r["properties"]["email"] for r in written] != emails
+    found = [r["properties"]["email"] for r in read(hubspot_api, emails).json()["results"]]
+    assert sorted(found) == emails and found != emails
+
+
+def test_every_endpoint_counts_against_the_burst_limit():
+    """API usage guidelines: the limits apply to every request of the app — reads and property reads
+    as well as writes — each answer with the X-HubSpot-RateLimit headers."""
+    with HubSpotApi(burst_limit=3, burst_window=60.0) as api:
+        api.add_token("pat-test")
+        answers = [requests.get(f"{api.url}/crm/v3/properties/contacts", headers=AUTH, timeout=10),
+                   read(api, ["a@x.io"]),
+                   requests.post(f"{api.url}/crm/v3/objects/contacts/batch/archive", headers=AUTH, timeout=10,
+                                 json={"inputs": [{"id": "1"}]}),
+                   requests.get(f"{api.url}/crm/v3/properties/contacts", headers=AUTH, timeout=10),
+                   read(api, ["a@x.io"])]
+        assert [a.status_code for a in answers] == [200, 207, 204, 429, 429]
+        assert {a.json()["policyName"] for a in answers[3:]} == {"TEN_SECONDLY_ROLLING"}
+        assert all("X-HubSpot-RateLimit-Remaining" in a.headers for a in answers)
+
+
+def test_the_daily_limit_is_told_apart_from_the_burst_limit_on_every_endpoint():
+    """API usage guidelines: a 429 names its policy; DAILY lasts until midnight (the account's time zone),
+    TEN_SECONDLY_ROLLING a few seconds. The daily headers say how much of the day is left."""
+    with HubSpotApi(daily_limit=1) as api:
+        api.add_token("pat-test")
+        assert requests.get(f"{api.url}/crm/v3/properties/contacts", headers=AUTH, timeout=10).status_code == 200
+        refused = read(api, ["a@x.io"])
+        assert refused.status_code == 429 and refused.json()["policyName"] == "DAILY"
+        assert refused.headers["X-HubSpot-RateLimit-Daily-Remaining"] == "0"

@@ -1,10 +1,11 @@
 """The Salesforce emulator refuses what Salesforce refuses (each rule's documentation is named in
-tests_common/emulators/salesforce.py), so the salesforce destination cannot pass against a lenient fake."""
+tests_common/emulators/salesforce/), so the salesforce destination cannot pass against a lenient fake."""
 
 from __future__ import annotations
 
 import csv
 import io
+import threading
 import time
 
 import pytest
@@ -16,7 +17,7 @@ V = "/services/data/v60.0"
 
 
 def session(api) -> dict[str, str]:
-    response = requests.post(f"{api.url}/services/oauth2/token", timeout=10, data={
+    response = requests.post(f"{api.login_url}/services/oauth2/token", timeout=10, data={
         "grant_type": "client_credentials", "client_id": "sf-client", "client_secret": "sf-secret"})
     assert response.status_code == 200, response.text
     return {"Authorization": f"Bearer {response.json()['access_token']}"}
@@ -33,15 +34,40 @@ def sf(salesforce_api):
 
 
 def test_client_credentials_token_and_its_failures(salesforce_api):
-    token = requests.post(f"{salesforce_api.url}/services/oauth2/token", timeout=10, auth=("sf-client", "sf-secret"),
+    token_url = f"{salesforce_api.login_url}/services/oauth2/token"
+    token = requests.post(token_url, timeout=10, auth=("sf-client", "sf-secret"),
                           data={"grant_type": "client_credentials"}).json()
     assert token["token_type"] == "Bearer" and token["instance_url"] == salesforce_api.url
     assert "expires_in" not in token, "Salesforce tells a client its session ended with a 401, not in advance"
-    wrong = requests.post(f"{salesforce_api.url}/services/oauth2/token", timeout=10, data={
+    wrong = requests.post(token_url, timeout=10, data={
         "grant_type": "client_credentials", "client_id": "sf-client", "client_secret": "nope"})
     assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_client"
-    grant = requests.post(f"{salesforce_api.url}/services/oauth2/token", timeout=10, data={"grant_type": "password"})
+    grant = requests.post(token_url, timeout=10, data={"grant_type": "password"})
     assert grant.json()["error"] == "unsupported_grant_type"
+
+
+def test_the_api_is_served_at_the_instance_url_the_token_names_not_at_the_login_url(sf):
+    """OAuth 2.0 Client Credentials Flow: the token response's ``instance_url`` is where the org's API is."""
+    api, auth = sf
+    assert api.login_url != api.url, "two origins, as a login URL and an instance are"
+    at_login = requests.get(f"{api.login_url}{V}/sobjects/Contact/describe", headers=auth, timeout=10)
+    assert at_login.status_code == 404 and at_login.json()[0]["errorCode"] == "NOT_FOUND"
+    assert requests.get(f"{api.url}{V}/sobjects/Contact/describe", headers=auth, timeout=10).status_code == 200
+    no_token = requests.post(f"{api.url}/services/oauth2/token", timeout=10, data={
+        "grant_type": "client_credentials", "client_id": "sf-client", "client_secret": "sf-secret"})
+    assert no_token.status_code == 401, "the instance issues no token"
+
+
+def test_logins_past_the_hourly_login_rate_are_refused():
+    """Knowledge Article 000381578, "Login Rate Exceeded": 3,600 logins an hour per user."""
+    with SalesforceApi() as api:
+        api.add_client("sf-client", "sf-secret")
+        api.login.login_limit = 2
+        session(api), session(api)
+        third = requests.post(f"{api.login_url}/services/oauth2/token", timeout=10, data={
+            "grant_type": "client_credentials", "client_id": "sf-client", "client_secret": "sf-secret"})
+        assert third.status_code == 400 and third.json()["error"] == "invalid_grant"
+        assert "LOGIN_RATE_EXCEEDED" in third.json()["error_description"]
 
 
 def test_a_missing_or_expired_session_is_invalid_session_id(sf):
@@ -272,8 +298,7 @@ def test_bulk_upsert_job_with_failed_records_and_their_reasons(sf):
     assert failed["c3"] == "REQUIRED_FIELD_MISSING:Required fields are missing: [LastName]:LastName --"
     assert failed["c4"].startswith("INVALID_TYPE_ON_FIELD_IN_RECORD:Birthdate")
     succeeded = results(api, auth, job_id, "successfulResults")
-    assert [(r["Customer_Id__c"], r["sf__Created"]) for r in succeeded] == [("c2", "true"), ("c1", "false")], \
-        "results come back in an order that is not the upload's"
+    assert sorted((r["Customer_Id__c"], r["sf__Created"]) for r in succeeded) == [("c1", "false"), ("c2", "true")]
 
 
 def test_bulk_delete_job_takes_record_ids(sf):
@@ -314,3 +339,98 @@ def test_bulk_job_rules(sf):
     assert requests.delete(f"{api.url}{V}/jobs/ingest/{job_id}", headers=auth, timeout=10).status_code == 204
     gone = requests.get(f"{api.url}{V}/jobs/ingest/{job_id}", headers=auth, timeout=10)
     assert gone.status_code == 404
+
+
+def query(api, auth, soql):
+    return requests.get(f"{api.url}{V}/query", params={"q": soql}, headers=auth, timeout=10)
+
+
+def test_number_fields_are_stored_and_returned_as_doubles(sf):
+    """Knowledge Article 000221617: custom Number fields are stored as doubles; the API returns 12345678 as
+    1.2345678E7 (and 1234567 as 1234567.0). A double cannot hold 2^53 + 1."""
+    api, auth = sf
+    api.define_field("Contact", "Account_No__c", "double", external_id=True)
+    upsert(api, [{"Account_No__c": n, "LastName": "x"} for n in (5, 12345678, 2 ** 53 + 1)], auth,
+           field="Account_No__c")
+    text = query(api, auth, "SELECT Account_No__c FROM Contact WHERE Account_No__c IN (5, 12345678)").text
+    assert '"Account_No__c": 5.0' in text and '"Account_No__c": 1.2345678E7' in text
+    assert api.find("Contact", "Account_No__c", 2 ** 53)["Account_No__c"] == 2.0 ** 53, "stored as a double"
+    again = upsert(api, [{"Account_No__c": 2 ** 53, "LastName": "y"}], auth, field="Account_No__c")
+    assert again.json()[0]["created"] is False, "2^53 and 2^53 + 1 are one double: one record"
+
+
+def test_soql_compares_by_type_and_text_case_insensitively(sf):
+    """SOQL Comparison Operators: "Comparisons on strings are case-sensitive for unique case-sensitive fields.
+    For all other fields, comparisons are case-insensitive"; fieldExpression: a value of the field's type,
+    numbers without quotes."""
+    api, auth = sf
+    api.define_field("Contact", "Account_No__c", "double", external_id=True)
+    api.define_field("Contact", "Code__c", external_id=True, case_sensitive=True)
+    api.seed("Contact", [{"Customer_Id__c": "Ab-1", "Account_No__c": 7, "Code__c": "Xy", "LastName": "x"}])
+    assert query(api, auth, "SELECT Id FROM Contact WHERE Customer_Id__c IN ('aB-1')").json()["totalSize"] == 1
+    assert query(api, auth, "SELECT Id FROM Contact WHERE Code__c IN ('xy')").json()["totalSize"] == 0
+    assert query(api, auth, "SELECT Id FROM Contact WHERE Code__c IN ('Xy')").json()["totalSize"] == 1
+    assert query(api, auth, "SELECT Id FROM Contact WHERE Account_No__c IN (7.0)").json()["totalSize"] == 1
+    quoted = query(api, auth, "SELECT Id FROM Contact WHERE Account_No__c IN ('7')")
+    assert quoted.status_code == 400 and quoted.json()[0]["errorCode"] == "INVALID_QUERY_FILTER_OPERATOR"
+    assert "must be of type double and should not be enclosed in quotes" in quoted.json()[0]["message"]
+    bare = query(api, auth, "SELECT Id FROM Contact WHERE Customer_Id__c IN (7)")
+    assert bare.status_code == 400 and "must be of type string and should be enclosed in quotes" in bare.text
+
+
+def test_an_external_id_matches_case_insensitively_unless_the_field_is_case_sensitive(sf):
+    """A text External ID is unique and case-insensitive unless set case-sensitive (Describe's
+    caseSensitive); an Email one never is case-sensitive."""
+    api, auth = sf
+    first = upsert(api, [{"Customer_Id__c": "ABC", "LastName": "x"}], auth).json()[0]
+    same = upsert(api, [{"Customer_Id__c": "abc", "LastName": "y"}], auth).json()[0]
+    assert same["created"] is False and same["id"] == first["id"]
+    duplicate = upsert(api, [{"Customer_Id__c": "q", "LastName": "x"}, {"Customer_Id__c": "Q", "LastName": "y"}], auth)
+    assert duplicate.json()[1]["errors"][0]["statusCode"] == "DUPLICATE_EXTERNAL_ID"
+    api.define_field("Contact", "Code__c", external_id=True, case_sensitive=True)
+    upsert(api, [{"Code__c": "K", "LastName": "x"}, {"Code__c": "k", "LastName": "y"}], auth, field="Code__c")
+    assert len([r for r in api.records("Contact").values() if r.get("Code__c")]) == 2
+    described = requests.get(f"{api.url}{V}/sobjects/Contact/describe", headers=auth, timeout=10).json()["fields"]
+    assert {f["name"]: f["caseSensitive"] for f in described}["Code__c"] is True
+
+
+def test_query_results_come_in_no_guaranteed_order(sf):
+    """Without ORDER BY the Query resource promises no order (this emulator shuffles, seeded)."""
+    api, auth = sf
+    api.seed("Contact", [{"Customer_Id__c": f"c{i:02d}", "LastName": "x"} for i in range(20)])
+    found = [r["Customer_Id__c"] for r in query(api, auth, "SELECT Customer_Id__c FROM Contact").json()["records"]]
+    assert sorted(found) == [f"c{i:02d}" for i in range(20)] and found != sorted(found)
+
+
+def test_concurrent_long_running_requests_are_a_transient_403():
+    """API Request Limits and Allocations, Concurrent API Request Limits: past the long-running requests an
+    org may have at once, 403 REQUEST_LIMIT_EXCEEDED "ConcurrentPerOrgLongTxn Limit exceeded." until they end."""
+    with SalesforceApi() as api:
+        api.add_client("sf-client", "sf-secret")
+        auth = session(api)
+        api.concurrent_limit, api.long_seconds = 1, 0.2
+        api.hang(1.0, path="describe", then="apply")  # one request that runs long
+        slow = threading.Thread(target=requests.get, args=(f"{api.url}{V}/sobjects/Contact/describe",),
+                                kwargs={"headers": auth, "timeout": 10})
+        slow.start()
+        time.sleep(0.5)
+        busy = query(api, auth, "SELECT Id FROM Contact")
+        assert busy.status_code == 403
+        assert busy.json() == [{"message": "ConcurrentPerOrgLongTxn Limit exceeded.",
+                                "errorCode": "REQUEST_LIMIT_EXCEEDED"}]
+        slow.join()
+        assert query(api, auth, "SELECT Id FROM Contact").status_code == 200
+
+
+def test_every_endpoint_counts_against_the_daily_allocation():
+    """API Request Limits and Allocations: every API request counts — describe, query, writes, Bulk jobs."""
+    with SalesforceApi(daily_limit=3) as api:
+        api.add_client("sf-client", "sf-secret")
+        auth = session(api)
+        answers = [requests.get(f"{api.url}{V}/sobjects/Contact/describe", headers=auth, timeout=10),
+                   query(api, auth, "SELECT Id FROM Contact"),
+                   requests.post(f"{api.url}{V}/jobs/ingest", headers=auth, timeout=10, json={
+                       "object": "Contact", "operation": "delete"}),
+                   query(api, auth, "SELECT Id FROM Contact")]
+        assert [a.status_code for a in answers] == [200, 200, 200, 403]
+        assert answers[3].headers["Sforce-Limit-Info"] == "api-usage=3/3"

@@ -82,7 +82,7 @@ def test_a_blocklisted_attribute_fails_the_sync_before_anything_is_sent(spark, w
 
 
 def test_a_429_is_waited_out_until_the_window_resets(spark, warehouse, tmp_path, api):
-    api.track_limit = (1, 1.0)
+    api.limits["/users/track"] = (1, 1.0)
     p = Pipeline(spark, warehouse, tmp_path, schema=SCHEMA)
     result = p.sync(p.step([row(1), row(2), row(3)]), destination(api), field_mapping=MAPPING,
                     delivery={"batch_size": 1, "backoff_initial": 0.05})

@@ -30,7 +30,7 @@ def api(monkeypatch):
         api.add_client("sync-app", "sync-secret")
         api.processing_delay = 0.05
         monkeypatch.setenv(EXTRA_ENV, json.dumps({"consumer_key": "sync-app", "consumer_secret": "sync-secret",
-                                                  "instance_url": api.url}))
+                                                  "instance_url": api.login_url}))
         yield api
 
 
@@ -60,7 +60,7 @@ def test_mirror_with_salesforce_types_and_deletes_by_external_id(spark, warehous
     assert contacts(api)["1"]["LastName"] == "renamed"
     [lookup] = api.requests_to("GET", "/query$")
     assert "WHERE Customer_Id__c IN ('2')" in lookup.arg("q")
-    assert any(r.status == 401 for r in api.requests) and len(api.requests_to("POST", "oauth2/token")) >= 2
+    assert any(r.status == 401 for r in api.requests) and len(api.login.requests_to("POST", "oauth2/token")) >= 2
     calls = [r for r in api.requests if "oauth2" not in r.path]
     assert not any("sync-secret" in json.dumps(r.headers) or b"sync-secret" in r.body for r in calls), \
         "the connected app's secret goes to the token endpoint only, never as a header of the API's requests"
