@@ -86,7 +86,8 @@ def sync(destination: Destination, schema: pa.Schema, rows: list[dict[str, Any]]
     rejects: list[tuple[str, str]] = []
     for part in parts:
         done = _partition(lambda: destination.sink(config), pa.RecordBatch.from_pylist(part, schema=full),
-                          fields, DeliveryPolicy(**{**FAST, **policy}))
+                          fields, DeliveryPolicy(**{"batch_size": destination.sink.capabilities.batch_size, **FAST,
+                                                    **policy}))
         stats = _summed(stats, done.stats)
         rejects += done.rejects
     return Delivered(stats, rejects)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from spark_jobs.contract.rest import RestAuth
@@ -34,6 +34,8 @@ MIN_SECRET = 4
 class _Token:
     value: str
     expires_at: float  # time.monotonic(); inf when the server said nothing
+    #: the token response's other text fields (Salesforce's ``instance_url``), for :meth:`Authenticator.token_field`
+    fields: dict[str, str] = field(default_factory=dict)
 
 
 #: OAuth2 tokens of this process, by client (token URL, client id, scope, params, a hash of the secret).
@@ -74,6 +76,16 @@ class Authenticator:
         if self.kind != "oauth2_client_credentials":
             return {}
         return {"Authorization": f"Bearer {self._token()}"}
+
+    def token_field(self, name: str) -> str | None:
+        """A text field of the OAuth2 token response (a token is fetched first when there is none): what
+        a vendor says beside the token, such as the ``instance_url`` a Salesforce org's API is at."""
+        if self.kind != "oauth2_client_credentials":
+            return None
+        self._token()
+        with _TOKENS_LOCK:
+            token = _TOKENS.get(self._client())
+        return None if token is None else token.fields.get(name)
 
     def refresh_after_401(self, sent: dict[str, str]) -> bool:
         """The API answered 401 to a request that carried ``sent``: True when a new OAuth2 token may
@@ -150,4 +162,4 @@ class Authenticator:
         if isinstance(lifetime, (int, float)) or (isinstance(lifetime, str) and lifetime.isdigit()):
             seconds = float(lifetime)
             expires_at = started + seconds - min(60.0, seconds / 10)  # fetched again a little before
-        return _Token(token, expires_at)
+        return _Token(token, expires_at, {k: v for k, v in body.items() if isinstance(v, str) and k != "access_token"})

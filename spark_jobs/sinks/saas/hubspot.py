@@ -8,6 +8,12 @@ with unique values.
 * delete — the same read gives HubSpot's record ids, which ``batch/archive`` takes (it takes no
   ``idProperty``); a record already gone counts as deleted.
 
+Matching by HubSpot's rules: a read's results come in no promised order and carry the record's stored
+values, so each is matched back to its key as HubSpot matches them (:meth:`HubSpotSink.match`): an
+email case-insensitively (HubSpot keeps it in lower case), and a contact also by its secondary emails
+(``hs_additional_emails``), which a read by email finds too; any other unique property by its exact
+value. Two email keys that differ only in case are one contact to HubSpot.
+
 At most 100 records a request (the batch endpoints' limit). Every upsert input carries an
 ``objectWriteTraceId``, so a record HubSpot refuses fails alone — a 207 Multi-Status naming it — and
 goes to the reject ledger with HubSpot's message, the others being written.
@@ -30,7 +36,9 @@ test emulator). Rate: unless the sync sets ``delivery.requests_per_second``, it 
 ``burst_limit`` × ``limit_share`` requests in any rolling 10 seconds for the whole sync, as HubSpot counts
 them (``requests_window`` 10: a window's allowance may go at once; the core keeps the limit across
 executors); a 429 is waited out (``Retry-After``, else the window HubSpot's
-``X-HubSpot-RateLimit-*`` headers describe) and the batch sent again.
+``X-HubSpot-RateLimit-*`` headers describe) and the batch sent again — on every endpoint, the property
+read before a sync included (:meth:`SaasSink.waited_out`) — except the daily limit's (``policyName:
+DAILY``), which lasts until midnight in the account's time zone: it fails the sync at once, naming it.
 """
 
 from __future__ import annotations
@@ -55,6 +63,8 @@ BATCH_LIMIT = 100
 WINDOW_S = 10.0
 #: Object types whose records HubSpot finds by email, though the property is not marked unique.
 BY_EMAIL = frozenset({"contacts", "0-1"})
+#: A contact's secondary emails (``;``-separated), which a read by email matches too.
+ADDITIONAL_EMAILS = "hs_additional_emails"
 #: Properties of each (API, object type), shared by the lanes and partitions of a Spark worker.
 _PROPERTIES: SchemaCache[dict[str, dict[str, Any]]] = SchemaCache()
 
@@ -85,6 +95,7 @@ class HubSpotSink(SaasSink):
         super().__init__(config)
         self.convert: dict[str, Convert] = {}
         self.archive_ids: dict[str, str] = {}
+        self.by_email = self.options.id_property == "email" and self.options.object_type in BY_EMAIL
 
     def precondition(self, config: SinkConfig) -> None:
         id_property = HubSpotOptions.parse(config.destination, self.name).id_property
@@ -121,7 +132,13 @@ class HubSpotSink(SaasSink):
         (``X-HubSpot-RateLimit-Interval-Milliseconds``), after which every request that filled it has
         left it. Long, but rare: the sync paces itself below the limit."""
         interval = headers.get("X-HubSpot-RateLimit-Interval-Milliseconds")
-        return int(interval) / 1000 if interval and interval.isdigit() else None
+        return int(interval) / 1000 if reply.status == 429 and interval and interval.isdigit() else None
+
+    def exhausted(self, reply: Reply) -> str | None:
+        """A 429 of the daily limit (``policyName: DAILY``): it lasts until midnight."""
+        if reply.status == 429 and isinstance(reply.body, dict) and reply.body.get("policyName") == "DAILY":
+            return "the account's daily API limit is used up (it resets at midnight in the account's time zone)"
+        return None
 
     # --- driver side -------------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
@@ -158,7 +175,7 @@ class HubSpotSink(SaasSink):
     # --- executor side -----------------------------------------------------------------------------
     def open(self) -> None:
         super().open()
-        properties = self._properties()
+        properties = self.waited_out(self._properties)
         self.convert = {f: converter(properties.get(f, {})) for f in self.config.fields}
 
     def converted(self, record: ChangeRecord) -> dict[str, Any]:
@@ -174,7 +191,8 @@ class HubSpotSink(SaasSink):
 
     def render_body(self, request: RestRequest) -> bytes | None:
         if request.op == "delete":
-            inputs: list[dict[str, Any]] = [{"id": self.archive_ids[self._id(r)]} for r in request.records]
+            inputs: list[dict[str, Any]] = [{"id": self.archive_ids[self.match(self._id(r))]}
+                                            for r in request.records]
         else:
             inputs = [{"idProperty": self.options.id_property, "id": self._id(r),
                        "objectWriteTraceId": trace_id(r.key[self.options.id_property]), "properties": r.data}
@@ -184,20 +202,32 @@ class HubSpotSink(SaasSink):
     def _id(self, record: ChangeRecord) -> str:
         return text(record.key[self.options.id_property])
 
+    def match(self, value: str) -> str:
+        """``value`` of the id property as HubSpot matches it: an email in lower case, else as it is."""
+        return value.lower() if self.by_email else value
+
     def deliver(self, op: str, records: list[ChangeRecord]) -> list[Outcome]:
         """upsert as one request; insert, update and delete after reading which records exist."""
         if op == "upsert":
             return super().deliver(op, records)
         found = self._found(records)
-        send = [(self._id(r) in found) == (op != "insert") for r in records]
+        send = [(self.match(self._id(r)) in found) == (op != "insert") for r in records]
         self.archive_ids = found
         chosen = [r for r, s in zip(records, send) if s]
         results = iter(super().deliver(op, chosen) if chosen else [])
         return [next(results) if s else None for s in send]
 
     def _found(self, records: list[ChangeRecord]) -> dict[str, str]:
-        """HubSpot's record id of each record that exists, by its ``id_property`` value."""
+        """HubSpot's record id of each record that exists, by its ``id_property`` value as HubSpot matches
+        it (:meth:`match`; a contact by each of its emails)."""
         id_property = self.options.id_property
+        names = [id_property, ADDITIONAL_EMAILS] if self.by_email else [id_property]
         response = self.call("POST", f"{self._objects}/batch/read", ok=(200, 207), json_body={
-            "idProperty": id_property, "inputs": [{"id": self._id(r)} for r in records], "properties": [id_property]})
-        return {str(r["properties"].get(id_property)): str(r["id"]) for r in response.json().get("results", [])}
+            "idProperty": id_property, "inputs": [{"id": self._id(r)} for r in records], "properties": names})
+        found = {}
+        for result in response.json().get("results", []):
+            values = [str(result["properties"].get(n) or "") for n in names]
+            for value in ";".join(values).split(";") if self.by_email else values:
+                if value:
+                    found[self.match(value)] = str(result["id"])
+        return found

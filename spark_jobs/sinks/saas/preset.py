@@ -15,6 +15,15 @@ this base adds the three things configuration cannot say:
   and a transient answer raises :class:`~spark_jobs.errors.RetryableError` for the delivery core to
   retry, a refused credential :class:`~spark_jobs.errors.DestinationError`.
 
+What an answer means is the vendor's to say, for the operations and the auxiliary requests alike: a
+429 or 5xx is transient, and so is what the vendor documents as passing (:meth:`SaasSink.transient`:
+Salesforce's 403 for too many long requests at once); a limit the vendor documents as lasting past the
+run (:meth:`SaasSink.exhausted`: HubSpot's DAILY 429, Salesforce's 24-hour allocation) fails the sync at
+once, naming it, instead of being retried for minutes. The schema reads that happen outside a batch —
+on the driver before anything is sent (``prepare``) and when a worker opens its sink — are retried as
+the delivery core retries a batch (:meth:`SaasSink.waited_out`): a 429 on a sync's first request is
+waited out, not a failed sync.
+
 Records reach these sinks as Python values from the Arrow batch (``wants_json`` off), so a
 ``DECIMAL`` is a ``Decimal`` and a ``DATE`` a ``date`` when converted, not their JSON renderings.
 """
@@ -22,13 +31,15 @@ Records reach these sinks as Python values from the Arrow batch (``wants_json`` 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import replace
 from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
 
+from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.contract.rest import RETRY_STATUSES
-from spark_jobs.errors import DestinationError, RetryableError
+from spark_jobs.errors import DestinationError, DestinationUnreachableError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities, SinkConfig
 from spark_jobs.sinks.rest import RestRequest, RestSink
 from spark_jobs.sinks.rest.responses import Reply
@@ -36,6 +47,7 @@ from spark_jobs.sinks.rest.transport import connection_headers
 from spark_jobs.sinks.saas.values import Unconvertible
 
 T = TypeVar("T")
+log = logging.getLogger("airflow_reverse_etl.sink")
 
 
 class SchemaCache(Generic[T]):
@@ -101,6 +113,19 @@ class SaasSink(RestSink):
         """How long a transient answer asks to wait when it has no ``Retry-After`` (vendor headers)."""
         return None
 
+    def transient(self, reply: Reply) -> bool:
+        """Whether an answer that is no 429 or 5xx is one the vendor documents as passing."""
+        return False
+
+    def exhausted(self, reply: Reply) -> str | None:
+        """What a limit the vendor documents as lasting past this run says (None: the answer is no such
+        limit): the sync fails with it rather than retrying for nothing."""
+        return None
+
+    def api_base(self) -> str:
+        """Where the API is, once signed in (by default the configured base URL)."""
+        return str(self.base_url)
+
     # --- the REST core's hooks -----------------------------------------------------------------------
     def open(self) -> None:
         """The REST core's session, less the headers it makes of the connection's extras: a SaaS
@@ -109,10 +134,13 @@ class SaasSink(RestSink):
         super().open()
         for name in connection_headers(self.config.connection_extra()):
             self.session.headers.pop(name, None)
+        self.base_url = self.waited_out(self.api_base)
 
     def read_response(self, request: RestRequest, response: Any) -> list[Outcome]:
         """As the operation's response options say; a transient answer without ``Retry-After`` waits what
         the vendor's own headers say (:meth:`retry_wait`)."""
+        reply = Reply.of(response)
+        self._judge(reply, request.described)
         try:
             return super().read_response(request, response)
         except RetryableError as exc:
@@ -141,9 +169,27 @@ class SaasSink(RestSink):
         open: a session for it (this base's, not a vendor's ``open``, which reads the schema), closed after."""
         SaasSink.open(self)
         try:
-            return ask()
+            return self.waited_out(ask)
         finally:
             self.close()
+
+    def waited_out(self, ask: Callable[[], T]) -> T:
+        """``ask()``, its transient failures retried as the delivery core retries a batch (the default
+        delivery policy's attempts and backoff, a wait the vendor names honoured): for the requests
+        outside a batch, which no core retries."""
+        policy = DeliveryPolicy()
+        for attempt in range(1, policy.max_attempts + 1):
+            try:
+                return ask()
+            except RetryableError as exc:
+                if attempt == policy.max_attempts:
+                    raise DestinationUnreachableError(f"{self.name}: still failing after {attempt} attempts: "
+                                                      f"{exc}") from exc
+                backoff = min(policy.backoff_initial * 2 ** (attempt - 1), policy.backoff_max)
+                wait = min(exc.retry_after if exc.retry_after is not None else backoff, policy.backoff_max)
+                log.warning("%s: attempt %d failed (%s); trying again in %.1fs", self.name, attempt, exc, wait)
+                time.sleep(wait)
+        raise AssertionError("unreachable")
 
     def call(self, method: str, url: str, *, json_body: Any = None, data: bytes | None = None,
              headers: dict[str, str] | None = None, ok: Sequence[int] = (200,)) -> Any:
@@ -159,6 +205,7 @@ class SaasSink(RestSink):
         reply = Reply.of(response)
         if reply.status in ok:
             return response
+        self._judge(reply, f"{method} {url}")
         said = self.auth.redact(reply.text[:500])
         if reply.status in RETRY_STATUSES:
             wait = reply.retry_after if reply.retry_after is not None else self.retry_wait(reply, response.headers)
@@ -166,3 +213,14 @@ class SaasSink(RestSink):
         raise DestinationError(f"{self.name}: HTTP {reply.status} from {method} {url}: {said}"
                                + (" (check the destination connection's credentials and what they may do)"
                                   if reply.status in (401, 403) else ""))
+
+    def _judge(self, reply: Reply, described: str) -> None:
+        """Raise what the vendor says an answer is, when it is a limit (the module docstring)."""
+        said = self.auth.redact(reply.text[:500])
+        used_up = self.exhausted(reply)
+        if used_up is not None:
+            raise DestinationError(f"{self.name}: {used_up}. HTTP {reply.status} from {described}: {said}. Nothing "
+                                   "more was sent; the next run sends what this one did not.")
+        if self.transient(reply):
+            raise RetryableError(f"{self.name}: HTTP {reply.status} from {described}: {said}",
+                                 retry_after=reply.retry_after)

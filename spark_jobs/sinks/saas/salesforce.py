@@ -11,6 +11,15 @@
   query), then deleted with sObject Collections (200 a request) or a Bulk API 2.0 ``delete`` job; a
   record already gone counts as deleted.
 
+Matching by Salesforce's rules: a looked-up record is matched back to its key as Salesforce compares
+them (:func:`match_key`, by the External ID field's described type): a Number field by its value, since
+Salesforce stores it as a double and returns ``5.0`` or ``1.2345678E7`` for the key 5 or 12345678; a
+text or Email field case-insensitively, unless the field is case-sensitive (Describe's
+``caseSensitive``). Two keys that differ only in case are one record to a case-insensitive External ID:
+the second of a request is refused as Salesforce's ``DUPLICATE_EXTERNAL_ID``. A Number value a double
+cannot hold (past 2^53, or more digits than a double keeps) is refused for its record: Salesforce would
+store another number.
+
 A record Salesforce refuses goes to the reject ledger with Salesforce's own reason (``statusCode:
 message (fields)`` from sObject Collections, ``sf__Error`` from a Bulk job's failed results, matched
 back by External ID or Id since a job's results come in no particular order); the others are written.
@@ -36,8 +45,12 @@ Connection: Airflow's ``salesforce`` connection type, OAuth 2.0 client credentia
 Domain URL, e.g. ``https://acme.my.salesforce.com``) or ``domain`` (``acme.my``, as simple-salesforce
 reads it: ``https://acme.my.salesforce.com``); ``version`` sets the API version unless the destination's
 ``api_version`` does. The token is fetched once per Spark worker and again when Salesforce answers 401
-(a session has no announced lifetime). A used-up daily API allocation (403 ``REQUEST_LIMIT_EXCEEDED``)
-fails the sync: it does not come back within a run.
+(a session has no announced lifetime). Every API request goes to the ``instance_url`` the token names
+(the org's instance, which need not be the URL the token was asked from). Limits ("API Request Limits
+and Allocations"): a used-up 24-hour allocation (403 ``REQUEST_LIMIT_EXCEEDED`` "TotalRequests Limit
+exceeded.") fails the sync at once — it frees up over hours —, while the same 403 for too many long
+requests at once ("ConcurrentPerOrgLongTxn") passes as they finish, and is retried like a 503; the
+describe before a sync and a worker's describe are retried too (:meth:`SaasSink.waited_out`).
 """
 
 from __future__ import annotations
@@ -46,6 +59,7 @@ import csv
 import io
 import time
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any, Callable
 from urllib.parse import urlencode
 
@@ -56,6 +70,7 @@ from spark_jobs.errors import ConfigError, DestinationError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities, SinkConfig
 from spark_jobs.sinks.rest import RestRequest, RestSink
 from spark_jobs.sinks.rest import responses
+from spark_jobs.sinks.rest.responses import Reply
 from spark_jobs.sinks.saas.preset import SaasSink, SchemaCache
 from spark_jobs.sinks.saas.values import Unconvertible, as_date, boolean, exact_decimal, iso_utc, json_number, \
     number_text, text
@@ -85,9 +100,28 @@ def _integer(value: Any) -> int:
     return int(number)
 
 
+def _double(value: Any) -> int | float:
+    """A Number field's value: Salesforce stores it as a double, so one a double cannot hold exactly is
+    refused rather than stored as another number (2^53 + 1 would be 2^53)."""
+    number = json_number(value)
+    if Decimal(repr(float(number))) != exact_decimal(value):
+        raise Unconvertible(f"{value!r} cannot be held by a Salesforce Number field, which stores a double "
+                            f"({float(number)!r} would be stored)")
+    return number
+
+
+def match_key(field: dict[str, Any], value: Any) -> Any:
+    """What Salesforce compares when it matches ``value`` of this field (the module docstring): a number
+    as a number, text folded to lower case unless the field is case-sensitive."""
+    if field.get("type") in NUMERIC or field.get("type") == "int":
+        return float(exact_decimal(value))
+    said = text(value)
+    return said if field.get("caseSensitive") and field.get("type") != "email" else said.lower()
+
+
 #: How a value is written into a JSON body, by Salesforce field type (text for every other type).
 _JSON_WRITERS: dict[str, Convert] = {"boolean": boolean, "int": _integer, "date": lambda v: as_date(v).isoformat(),
-                                     "datetime": iso_utc, **dict.fromkeys(NUMERIC, json_number)}
+                                     "datetime": iso_utc, **dict.fromkeys(NUMERIC, _double)}
 
 
 def json_converter(field: dict[str, Any]) -> Convert:
@@ -152,6 +186,21 @@ class SalesforceSink(SaasSink):
         return replace(config, secrets={**config.secrets, "password": secret},
                        destination={**config.destination, "connection": {**config.connection, "login": key}})
 
+    def api_base(self) -> str:
+        """The ``instance_url`` the token names: the org's API is there, not at the URL it signed in at."""
+        instance = self.auth.token_field("instance_url")
+        return instance.rstrip("/") if instance else str(self.base_url)
+
+    def transient(self, reply: Reply) -> bool:
+        """403 ``REQUEST_LIMIT_EXCEEDED`` for concurrent long requests passes as they finish."""
+        return _request_limit(reply) is not None and self.exhausted(reply) is None
+
+    def exhausted(self, reply: Reply) -> str | None:
+        said = _request_limit(reply)
+        if said is None or "TotalRequests" not in said:
+            return None
+        return "the org's 24-hour API allocation is used up (it frees up as the rolling 24 hours pass)"
+
     @property
     def version(self) -> str:
         return self.options.api_version or str(self.config.connection_extra().get("version") or DEFAULT_VERSION)
@@ -199,7 +248,7 @@ class SalesforceSink(SaasSink):
     # --- executor side -----------------------------------------------------------------------------
     def open(self) -> None:
         super().open()
-        self.fields = self._describe()
+        self.fields = self.waited_out(self._describe)
 
     def converted(self, record: ChangeRecord) -> dict[str, Any]:
         values = {}
@@ -238,20 +287,23 @@ class SalesforceSink(SaasSink):
             outcomes += RestSink._send(self, op, records[start:start + COLLECTION_LIMIT])
         return outcomes
 
-    def _key(self, record: ChangeRecord) -> str:
-        return text(record.key[self.options.external_id_field])
-
-    def _lookup(self, records: list[ChangeRecord]) -> dict[str, str]:
-        """The Id of each record that exists, by External ID (SOQL, a few hundred values a query)."""
+    def _key(self, record: ChangeRecord) -> Any:
+        """The record's External ID as Salesforce matches it (:func:`match_key`)."""
         ext = self.options.external_id_field
-        found: dict[str, str] = {}
-        for chunk in _query_chunks([self._key(r) for r in records]):
+        return match_key(self.fields[ext], record.key[ext])
+
+    def _lookup(self, records: list[ChangeRecord]) -> dict[Any, str]:
+        """The Id of each record that exists, by External ID as Salesforce matches it (SOQL, a few hundred
+        values a query)."""
+        ext = self.options.external_id_field
+        found: dict[Any, str] = {}
+        for chunk in _query_chunks([r.key[ext] for r in records]):
             literals = ", ".join(soql_literal(v, self.fields[ext]) for v in chunk)
             url = f"{self._data}/query?" + urlencode(
                 {"q": f"SELECT Id, {ext} FROM {self.options.object} WHERE {ext} IN ({literals})"})
             while url:
                 body = self.call("GET", url).json()
-                found.update({text(r[ext]): r["Id"] for r in body.get("records", [])})
+                found.update({match_key(self.fields[ext], r[ext]): r["Id"] for r in body.get("records", [])})
                 url = body.get("nextRecordsUrl") or ""
         return found
 
@@ -283,10 +335,11 @@ class SalesforceSink(SaasSink):
         position = {self._key(r): i for i, r in enumerate(records)}
         outcomes: list[Outcome] = [None] * len(records)
         for row in failed:
-            if row.get(ext) not in position:
+            sent = match_key(self.fields[ext], row[ext]) if row.get(ext) else None
+            if sent not in position:
                 raise DestinationError(f"salesforce: a Bulk API 2.0 job reported a failed record whose {ext} "
                                        f"{row.get(ext)!r} was not sent: {row.get('sf__Error')}")
-            outcomes[position[row[ext]]] = Rejected(f"salesforce: {row['sf__Error']}")
+            outcomes[position[sent]] = Rejected(f"salesforce: {row['sf__Error']}")
         return outcomes
 
     def _bulk_delete(self, ids: list[str]) -> dict[str, Outcome]:
@@ -342,13 +395,21 @@ def _mapping_problems(fields: dict[str, dict[str, Any]], mapped: list[str], crea
     return problems
 
 
-def _query_chunks(values: list[str]) -> list[list[str]]:
-    chunks: list[list[str]] = []
+def _query_chunks(values: list[Any]) -> list[list[Any]]:
+    chunks: list[list[Any]] = []
     size = 0
     for value in values:
-        if not chunks or len(chunks[-1]) >= COLLECTION_LIMIT or size + len(value) > QUERY_CHARS:
+        length = len(text(value))
+        if not chunks or len(chunks[-1]) >= COLLECTION_LIMIT or size + length > QUERY_CHARS:
             chunks.append([])
             size = 0
         chunks[-1].append(value)
-        size += len(value) + 4
+        size += length + 4
     return chunks
+
+
+def _request_limit(reply: Reply) -> str | None:
+    """The message of a 403 ``REQUEST_LIMIT_EXCEEDED`` (None: the answer is none)."""
+    errors = reply.body if reply.status == 403 and isinstance(reply.body, list) else []
+    return next((str(e.get("message")) for e in errors
+                 if isinstance(e, dict) and e.get("errorCode") == "REQUEST_LIMIT_EXCEEDED"), None)
