@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tests_common.http_server import Request
+from tests_common.http_wire import Request
 
 KINDS = ("none", "basic", "bearer", "api_key_header", "api_key_query", "oauth2")
 

@@ -46,7 +46,8 @@ from urllib.parse import unquote
 import pytest
 
 from tests_common.http_auth import Credentials, Tokens, client_credentials
-from tests_common.http_server import BadJson, HttpApi, Reply, Request, served
+from tests_common.http_server import HttpApi, served
+from tests_common.http_wire import BadJson, Reply, Request
 from tests_common.rate_windows import RollingWindow
 
 __all__ = ["ContactsApi", "contacts_api"]

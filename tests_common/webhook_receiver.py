@@ -65,7 +65,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import pytest
 
 from tests_common.http_auth import Credentials
-from tests_common.http_server import BadJson, HttpApi, Reply, Request, served
+from tests_common.http_server import HttpApi, served
+from tests_common.http_wire import BadJson, Reply, Request
 
 __all__ = ["HttpDestination", "http_destination"]
 

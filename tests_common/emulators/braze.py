@@ -70,7 +70,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 import pytest
 
-from tests_common.http_server import BadJson, HttpApi, Reply, Request, served
+from tests_common.http_server import HttpApi, served
+from tests_common.http_wire import BadJson, Reply, Request
 from tests_common.rate_windows import FixedWindow
 
 OBJECT_LIMIT = 75

@@ -49,7 +49,7 @@ def deliver(server, concurrency: int) -> float:
 
 def assert_never_ahead_of_the_rate(server, started: float) -> None:
     """Each request arrived no sooner than the records received so far allow at :data:`RATE`."""
-    arrivals = sorted((r.received_monotonic, len(r.records)) for r in server.requests)
+    arrivals = sorted((r.received_monotonic, len(r.json()["records"])) for r in server.requests)
     received = 0
     for arrived, records in arrivals:
         received += records

@@ -86,7 +86,8 @@ from tests_common.emulators.salesforce.schema import ID, Field, RecordError, SOb
     default_objects, field_error, now, read_json, sf_error, system_fields
 from tests_common.emulators.salesforce.soql import parse_soql
 from tests_common.http_auth import Tokens
-from tests_common.http_server import BadJson, HttpApi, Reply, Request, served
+from tests_common.http_server import HttpApi, served
+from tests_common.http_wire import BadJson, Reply, Request
 from tests_common.rate_windows import RollingWindow
 
 DATA = r"/services/data/v(?P<version>\d+\.\d)"

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests_common.emulators.salesforce.schema import RecordError, SObjectType, Unreadable, now, read_csv, sf_error
-from tests_common.http_server import BadJson, Reply, Request
+from tests_common.http_wire import BadJson, Reply, Request
 
 DELIMITERS = {"COMMA": ",", "TAB": "\t", "PIPE": "|", "SEMICOLON": ";", "CARET": "^", "BACKQUOTE": "`"}
 

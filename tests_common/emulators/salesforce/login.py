@@ -25,7 +25,8 @@ import time
 from typing import Any, Callable
 
 from tests_common.http_auth import Tokens, client_credentials
-from tests_common.http_server import HttpApi, Reply, Request
+from tests_common.http_server import HttpApi
+from tests_common.http_wire import Reply, Request
 from tests_common.rate_windows import RollingWindow
 
 TOKEN = "/services/oauth2/token"

@@ -24,7 +24,7 @@ from datetime import date, datetime, timezone
 from decimal import Decimal
 from typing import Any, Sequence
 
-from tests_common.http_server import Reply
+from tests_common.http_wire import Reply
 
 ID = re.compile(r"^[a-zA-Z0-9]{15}([a-zA-Z0-9]{3})?$")
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")

@@ -16,7 +16,7 @@ import re
 from typing import Any, Callable
 
 from tests_common.emulators.salesforce.schema import NUMERIC, Field, SObjectType, sf_error
-from tests_common.http_server import Reply
+from tests_common.http_wire import Reply
 
 _WHERE_IN = re.compile(r"^(?P<field>\w+)\s+IN\s*\((?P<values>.*)\)$", re.I | re.S)
 _WHERE_EQ = re.compile(r"^(?P<field>\w+)\s*=\s*(?P<value>.+)$", re.S)
