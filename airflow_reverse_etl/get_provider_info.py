@@ -7,77 +7,30 @@ options the code reads."""
 
 from typing import Any
 
-#: The destination connection types (:mod:`airflow_reverse_etl.hooks.destination`), declared the way
-#: current providers do: the form's extra fields (``conn-fields``, stored under their own names in
-#: the connection's extras, which is where the sinks read them) and the standard fields' labels.
-CONNECTION_TYPES = [
-    {
-        "hook-class-name": "airflow_reverse_etl.hooks.destination.HttpDestinationHook",
-        "hook-name": "Reverse ETL HTTP destination",
-        "connection-type": "reverse_etl_http",
-        "ui-field-behaviour": {
-            "hidden-fields": [],
-            "relabeling": {"host": "Base URL or host", "schema": "Scheme (http or https)",
-                           "login": "Username (basic auth)", "password": "Password or bearer token"},
-            "placeholders": {"host": "https://api.example.com", "schema": "https"},
-        },
-        "conn-fields": {
-            "auth_type": {
-                "label": "Auth type",
-                "description": "basic: username and password; bearer: the password is sent as a bearer token",
-                "schema": {"type": ["string", "null"], "enum": ["basic", "bearer", None], "default": "basic"},
-            },
-            "headers": {
-                "label": "Headers",
-                "description": "Headers sent with every request, such as an API-key header (kept secret)",
-                "schema": {"type": ["object", "null"]},
-            },
-        },
-    },
-    {
-        "hook-class-name": "airflow_reverse_etl.hooks.destination.KafkaDestinationHook",
-        "hook-name": "Reverse ETL Kafka destination",
-        "connection-type": "reverse_etl_kafka",
-        "ui-field-behaviour": {
-            "hidden-fields": ["schema"],
-            "relabeling": {"host": "Bootstrap servers", "login": "SASL username", "password": "SASL password"},
-            "placeholders": {"host": "broker1:9092,broker2:9092", "port": "9092 (when the host has no port)"},
-        },
-        "conn-fields": {
-            "security.protocol": {
-                "label": "Security protocol",
-                "schema": {"type": ["string", "null"],
-                           "enum": ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", None]},
-            },
-            "sasl.mechanism": {
-                "label": "SASL mechanism",
-                "schema": {"type": ["string", "null"],
-                           "enum": ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", None]},
-            },
-        },
-    },
-    {
-        "hook-class-name": "airflow_reverse_etl.hooks.destination.HubSpotDestinationHook",
-        "hook-name": "Reverse ETL HubSpot destination",
-        "connection-type": "reverse_etl_hubspot",
-        "ui-field-behaviour": {
-            "hidden-fields": ["schema", "port", "login", "extra"],
-            "relabeling": {"host": "API URL (leave empty for https://api.hubapi.com)",
-                           "password": "Private app access token"},
-            "placeholders": {"host": "https://api.hubapi.com"},
-        },
-    },
-    {
-        "hook-class-name": "airflow_reverse_etl.hooks.destination.BrazeDestinationHook",
-        "hook-name": "Reverse ETL Braze destination",
-        "connection-type": "reverse_etl_braze",
-        "ui-field-behaviour": {
-            "hidden-fields": ["schema", "port", "login", "extra"],
-            "relabeling": {"host": "REST endpoint", "password": "REST API key"},
-            "placeholders": {"host": "https://rest.iad-01.braze.com"},
-        },
-    },
-]
+from spark_jobs.contract.catalogue import CATALOGUE
+from spark_jobs.contract.destination_record import ConnectionForm
+
+#: The module the destination connection types' hook classes are made in, one per type.
+HOOKS_MODULE = "airflow_reverse_etl.hooks.destination"
+
+
+def connection_type(form: ConnectionForm) -> dict[str, Any]:
+    """A destination connection type as current providers declare one: the form's extra fields
+    (``conn-fields``, stored under their own names in the connection's extras, which is where the sinks
+    read them) and the standard fields' labels, from the destination's record."""
+    declared: dict[str, Any] = {
+        "hook-class-name": f"{HOOKS_MODULE}.{form.hook_class}", "hook-name": form.hook_name,
+        "connection-type": form.conn_type,
+        "ui-field-behaviour": {"hidden-fields": list(form.hidden_fields), "relabeling": dict(form.relabeling),
+                               "placeholders": dict(form.placeholders)}}
+    if form.conn_fields:
+        declared["conn-fields"] = form.conn_fields
+    return declared
+
+
+#: The destination connection types (:mod:`airflow_reverse_etl.hooks.destination`), from the records of
+#: the built-in destinations (:mod:`spark_jobs.contract.catalogue`).
+CONNECTION_TYPES = [connection_type(record.form) for record in CATALOGUE if record.form is not None]
 
 
 def get_provider_info() -> dict[str, Any]:

@@ -4,9 +4,10 @@ Both are named by storage location (OpenLineage's naming convention for files an
 so a catalogue that sees the same table from Spark's own OpenLineage integration joins them up. The
 Delta version read or written travels as the dataset's version facet: a lineage graph that says
 "v11 of B came from v20 of A", like ``_system/lineage``. A sink's destination is named the way
-OpenLineage names that system (:func:`destination_dataset`): ``postgres://host:port`` +
-``db.schema.table``, ``kafka://broker`` + topic, the HTTP endpoint without credentials, and a SaaS
-API by its vendor and host + the object written (``hubspot://api.hubapi.com`` + ``contacts``).
+OpenLineage names that system (:func:`destination_dataset`, by the namer each built-in destination's
+record names, :mod:`spark_jobs.contract.catalogue`): ``postgres://host:port`` + ``db.schema.table``,
+``kafka://broker`` + topic, the HTTP endpoint without credentials, and a SaaS API by its vendor and host
++ the object written (``hubspot://api.hubapi.com`` + ``contacts``).
 
 OpenLineage is optional (``pip install airflow-reverse-etl[openlineage]``): it is imported only
 inside :func:`operator_lineage`, which only the OpenLineage listener calls.
@@ -14,12 +15,10 @@ inside :func:`operator_lineage`, which only the OpenLineage listener calls.
 
 from __future__ import annotations
 
-import os
-from typing import TYPE_CHECKING, Any, Callable, Sequence
-from urllib.parse import urlsplit
+from typing import TYPE_CHECKING, Any, Sequence
 
-from spark_jobs.contract.rest import connection_url
-from spark_jobs.kafka_clients import brokers
+from spark_jobs.contract.catalogue import built_in
+from spark_jobs.contract.destination_record import dataset_name, http_name
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -30,20 +29,6 @@ if TYPE_CHECKING:
 
     #: What a task's ``get_openlineage_facets_on_*`` returns: datasets only, no run or job facets.
     Lineage = OperatorLineage[Dataset, RunFacet]
-
-# Hadoop's connector schemes name the same stores as OpenLineage's plain ones.
-_SCHEMES = {"s3a": "s3", "s3n": "s3", "gs": "gs", "abfss": "abfss", "wasbs": "wasbs"}
-
-
-def dataset_name(location: str) -> tuple[str, str]:
-    """(namespace, name) of a storage location: ``("file", "/abs/path")`` or ``("s3://bucket", "key")``."""
-    parts = urlsplit(location)
-    if parts.scheme in ("", "file") or len(parts.scheme) == 1:  # plain path (or a Windows drive letter)
-        path = parts.path if parts.scheme == "file" else location
-        return "file", os.path.abspath(path)
-    scheme = _SCHEMES.get(parts.scheme, parts.scheme)
-    return f"{scheme}://{parts.netloc}", parts.path.lstrip("/")
-
 
 def asset_uri(location: str) -> str:
     """The Airflow Asset URI of a table location (local paths become ``file://`` URIs)."""
@@ -63,56 +48,9 @@ def destination_dataset(destination: dict[str, Any],
     connection (host, port, schema, extra); None for a sink this module does not know (plugins).
 
     Credentials never appear: user info and query strings are dropped from URLs."""
-    namer = _DESTINATION_NAMERS.get(str(destination.get("type")))
-    if namer is None and destination.get("base_url"):  # a preset of the REST destination: its base URL
-        namer = _http
-    return None if namer is None else namer(destination, connection or {})
-
-
-def _postgres(destination: dict[str, Any], conn: dict[str, Any]) -> tuple[str, str]:
-    schema, _, table = str(destination["table"]).rpartition(".")
-    database = destination.get("database") or conn.get("schema")
-    return f"postgres://{conn.get('host')}:{conn.get('port') or 5432}", f"{database}.{schema or 'public'}.{table}"
-
-
-def _kafka(destination: dict[str, Any], conn: dict[str, Any]) -> tuple[str, str]:
-    servers = destination.get("bootstrap_servers") or (conn.get("extra") or {}).get("bootstrap.servers") or (
-        brokers(conn["host"], conn.get("port")) if conn.get("host") else "unknown")
-    return f"kafka://{str(servers).split(',')[0].strip()}", destination["topic"]
-
-
-def _http(destination: dict[str, Any], conn: dict[str, Any]) -> tuple[str, str]:
-    """A REST API (``http``, ``rest`` and its presets): its URL or base URL, else the connection's."""
-    parts = urlsplit(destination.get("url") or destination.get("base_url")
-                     or connection_url(conn, destination.get("endpoint")) or "")
-    return f"{parts.scheme}://{_address(parts.hostname, parts.port)}", parts.path or "/"
-
-
-def _address(host: str | None, port: int | None) -> str:
-    return (host or "") + (f":{port}" if port else "")
-
-
-def _saas(scheme: str, default_host: str, name: Callable[[dict[str, Any]], str]) -> Namer:
-    """A SaaS API named ``<vendor>://<API host>`` + the object written (``salesforce://acme.my.salesforce.com``
-    + ``Contact``): the host from the connection (Salesforce: its ``instance_url`` or ``domain`` extra)."""
-    def namer(destination: dict[str, Any], conn: dict[str, Any]) -> tuple[str, str]:
-        extra = conn.get("extra") or {}
-        url = str(extra.get("instance_url") or (f"https://{extra['domain']}.salesforce.com" if extra.get("domain")
-                                                else connection_url(conn, "") or default_host))
-        parts = urlsplit(url if "://" in url else f"https://{url}")
-        return f"{scheme}://{_address(parts.hostname, parts.port)}", name(destination)
-    return namer
-
-
-Namer = Callable[[dict[str, Any], dict[str, Any]], tuple[str, str]]
-_DESTINATION_NAMERS: dict[str, Namer] = {
-    "postgres": _postgres, "kafka": _kafka, "http": _http, "rest": _http,
-    "sqlite": lambda d, c: ("sqlite", f"{os.path.abspath(d['database'])}.{d['table']}"),
-    "delta": lambda d, c: dataset_name(d["path"]),
-    "salesforce": _saas("salesforce", "login.salesforce.com", lambda d: str(d["object"])),
-    "hubspot": _saas("hubspot", "api.hubapi.com", lambda d: str(d.get("object_type") or "contacts")),
-    "braze": _saas("braze", "rest.iad-01.braze.com", lambda d: "users"),
-}
+    record = built_in(str(destination.get("type")))
+    namer = record.lineage if record is not None else http_name if destination.get("base_url") else None
+    return None if namer is None else namer(destination, connection or {})  # a REST preset: its base URL
 
 
 def destination_asset_uri(namespace: str, name: str) -> str:

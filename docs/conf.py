@@ -20,11 +20,13 @@ project = "airflow-reverse-etl"
 author = "the airflow-reverse-etl authors"
 copyright = "2026, the airflow-reverse-etl authors"
 
-# options_table (docs/_ext): option tables rendered from the options' declarations (their doc= lines)
+# options_table (docs/_ext): option tables rendered from the options' declarations (their doc= lines);
+# destinations_catalogue: the destinations' catalogue rendered from their records
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "options_table",
+    "destinations_catalogue",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build", "_ext"]

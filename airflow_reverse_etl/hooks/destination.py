@@ -1,8 +1,11 @@
 """The connection types this provider adds for sink destinations, so the Airflow UI offers a form
 with the fields each sink reads (``connection-types`` in :mod:`airflow_reverse_etl.get_provider_info`).
+Each is declared by its destination's record (:mod:`spark_jobs.contract.catalogue`), and its hook class
+is made from the record here (:data:`HOOKS`: ``HttpDestinationHook``, ``KafkaDestinationHook``,
+``HubSpotDestinationHook``, ``BrazeDestinationHook``):
 
 * ``reverse_etl_http``: an HTTP API — base URL, basic auth or a bearer token, extra headers such as
-  an API-key header (:mod:`spark_jobs.sinks.http`);
+  an API-key header (:mod:`spark_jobs.sinks.presets`, the ``http`` webhook);
 * ``reverse_etl_kafka``: Kafka brokers — bootstrap servers, SASL username/password and mechanism,
   security protocol (:mod:`spark_jobs.sinks.kafka`);
 * ``reverse_etl_hubspot``: a HubSpot private app's access token, and the API URL when it is not
@@ -26,6 +29,8 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_reverse_etl.connections import destination_settings
+from spark_jobs.contract.catalogue import CATALOGUE
+from spark_jobs.contract.destination_record import ConnectionForm
 
 
 class DestinationHook(BaseHook):
@@ -43,25 +48,14 @@ class DestinationHook(BaseHook):
         return destination_settings(self.destination_conn_id)
 
 
-class HttpDestinationHook(DestinationHook):
-    default_conn_name = "reverse_etl_http_default"
-    conn_type = "reverse_etl_http"
-    hook_name = "Reverse ETL HTTP destination"
+def destination_hook(form: ConnectionForm) -> type[DestinationHook]:
+    """The hook of a destination connection type, made from its record's form (``hook_class``)."""
+    return type(form.hook_class, (DestinationHook,), {
+        "__module__": __name__, "conn_type": form.conn_type, "hook_name": form.hook_name,
+        "default_conn_name": f"{form.conn_type}_default",
+        "__doc__": f"A {form.conn_type} connection (the {form.hook_name}), as a sync job receives it."})
 
 
-class KafkaDestinationHook(DestinationHook):
-    default_conn_name = "reverse_etl_kafka_default"
-    conn_type = "reverse_etl_kafka"
-    hook_name = "Reverse ETL Kafka destination"
-
-
-class HubSpotDestinationHook(DestinationHook):
-    default_conn_name = "reverse_etl_hubspot_default"
-    conn_type = "reverse_etl_hubspot"
-    hook_name = "Reverse ETL HubSpot destination"
-
-
-class BrazeDestinationHook(DestinationHook):
-    default_conn_name = "reverse_etl_braze_default"
-    conn_type = "reverse_etl_braze"
-    hook_name = "Reverse ETL Braze destination"
+#: The hook of each destination connection type, by class name (the provider info names them so).
+HOOKS = {record.form.hook_class: destination_hook(record.form) for record in CATALOGUE if record.form is not None}
+globals().update(HOOKS)

@@ -20,6 +20,8 @@ A package rather than one module, one idea per module:
 * :mod:`.key_types` — the primary-key types the contract accepts, checked at DAG parse time;
 * :mod:`.sink_options` — the base of every destination's typed options;
 * :mod:`.destinations` — the options of the built-in destinations and the delivery policy;
+* :mod:`.catalogue` — the built-in destinations, one record each (its shape: :mod:`.destination_record`),
+  from which the registry, the entry points, lineage, the connection types and the catalogue page derive;
 * :mod:`.rest` — what a REST destination may say (operations, response reading, auth), with the
   sandbox its templates run in (:mod:`.templating`), and the SaaS presets' options (:mod:`.saas`);
 * :mod:`.wide_table` — the wide-table spec and its rules, which the widen job's spec carries and the

@@ -2,9 +2,10 @@
 (:mod:`.options`), so they are checked at DAG parse time and again before any Spark work.
 
 Each built-in sink's options live here rather than beside the sink, so the Airflow side can check a
-destination without importing the sink (its driver library, pyarrow, ...): :data:`BUILT_IN` maps the
-sink's registered name to its options class and :func:`destination` checks a destination against
-it; the sink itself parses the same class when it is built (:attr:`spark_jobs.sinks.base.Sink.options_class`).
+destination without importing the sink (its driver library, pyarrow, ...): each destination's record
+(:mod:`.catalogue`) names its options class, and :func:`~.catalogue.destination` checks a destination
+against it; the sink itself parses the same class when it is built
+(:attr:`spark_jobs.sinks.base.Sink.options_class`).
 A third-party sink (an entry point or ``module:Class``) declares its options class beside itself,
 derived from :class:`SinkOptions`; it is checked when the sink is built, on the Spark driver before
 anything is sent (the Airflow side cannot import it).
@@ -29,8 +30,6 @@ from spark_jobs.contract.options import (
     optional,
     positive,
 )
-from spark_jobs.contract.rest import RestOptions
-from spark_jobs.contract.saas import BrazeOptions, HubSpotOptions, SalesforceOptions
 from spark_jobs.contract.sink_options import GENERIC_KEYS as GENERIC_KEYS, SinkOptions as SinkOptions
 
 #: The options that name where a destination writes, the first given wins: how labels, run history
@@ -145,25 +144,6 @@ class KafkaOptions(SinkOptions):
 class DeltaOptions(SchemaEvolutionOptions):
     path: str = option(doc="where the table is published: any URI Spark can write")
     format: Literal["delta", "parquet"] = option("delta", doc="the table format")
-
-
-#: The options of each built-in sink, by the name it is registered under (setup.cfg's entry points; the
-#: sink's own ``name`` and ``options_class`` say the same, held by tests/project/test_sink_registry.py).
-BUILT_IN: dict[str, type[SinkOptions]] = {
-    "sqlite": SqliteOptions, "postgres": PostgresOptions, "http": HttpOptions, "kafka": KafkaOptions,
-    "delta": DeltaOptions, "rest": RestOptions, "salesforce": SalesforceOptions, "hubspot": HubSpotOptions,
-    "braze": BrazeOptions,
-}
-
-
-def destination(value: Any) -> dict[str, Any]:
-    """A destination dict; a built-in sink's options are checked (:data:`BUILT_IN`), a third-party
-    sink's when the sink is built. The dict is kept as given: the sink parses it again."""
-    given = mapping(value)
-    sink = given.get("type")
-    if isinstance(sink, str) and sink in BUILT_IN:
-        BUILT_IN[sink].parse(given, sink)
-    return given
 
 
 def destination_target(destination: dict[str, Any]) -> str:

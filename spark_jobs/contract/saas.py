@@ -100,3 +100,33 @@ class BrazeOptions(SinkOptions):
                                             "/users/track, 20,000 a minute on /users/delete)")
     max_in_flight: int = option(8, at_least_one, doc="requests in flight at once for the sync")
 
+
+
+#: HubSpot's API, unless the connection names another host (a proxy, the test emulator).
+HUBSPOT_API = "https://api.hubapi.com"
+
+
+def salesforce_login_url(extra: dict[str, Any]) -> str | None:
+    """The URL a Salesforce org's token is asked for, from its connection's extras (simple-salesforce's
+    reading): ``instance_url`` (the org's My Domain URL) as given, or ``domain`` (``acme.my`` is
+    ``https://acme.my.salesforce.com``); None when the connection names neither."""
+    if extra.get("instance_url"):
+        return str(extra["instance_url"]).rstrip("/")
+    if extra.get("domain"):
+        return f"https://{extra['domain']}.salesforce.com"
+    return None
+
+
+def hubspot_api_url(connection: dict[str, Any]) -> str:
+    """HubSpot's API: the connection's host when it names one, else :data:`HUBSPOT_API`."""
+    return api_url(connection) or HUBSPOT_API
+
+
+def api_url(connection: dict[str, Any]) -> str | None:
+    """A SaaS API's base URL from its connection: the host as given when it has a scheme, else HTTPS
+    (or the connection's ``schema``), with its port; None when the connection has no host."""
+    host = connection.get("host")
+    if not host:
+        return None
+    url = host if "://" in host else f"{connection.get('schema') or 'https'}://{host}"
+    return f"{url.rstrip('/')}:{connection['port']}" if connection.get("port") else url.rstrip("/")

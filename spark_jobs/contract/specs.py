@@ -6,7 +6,8 @@ from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
 from spark_jobs.contract.base import JobSpec
-from spark_jobs.contract.destinations import DeliveryPolicy, delivery_policy, destination
+from spark_jobs.contract.catalogue import destination
+from spark_jobs.contract.destinations import DeliveryPolicy, delivery_policy
 from spark_jobs.contract.options import (
     Invalid,
     flag,

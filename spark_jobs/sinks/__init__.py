@@ -8,11 +8,13 @@
   a batch as a binary ``COPY``) and :mod:`.sqlite`; :mod:`.schema` — how a table destination
   follows the snapshot's schema;
 * :mod:`.kafka` — an upsert topic; :mod:`.delta` — a Delta or Parquet table Spark writes;
-* :mod:`.rest` — any JSON API by configuration, with :mod:`.http` (the webhook) and the SaaS
-  destinations (:mod:`.saas`) as its presets.
+* :mod:`.rest` — any JSON API by configuration, with the SaaS destinations (:mod:`.saas`) as its
+  presets, and :mod:`.presets`: the destinations that are data only (the ``http`` webhook), made from
+  their records.
 
-This module is the registry: built-in destinations and third-party ones from the
-``airflow_reverse_etl.sinks`` entry point group, so ``pip install`` of a plugin makes its sink usable by
+This module is the registry: built-in destinations (declared by their records,
+:mod:`spark_jobs.contract.catalogue`, whose sink classes setup.cfg's entry points name) and third-party
+ones from the ``airflow_reverse_etl.sinks`` entry point group, so ``pip install`` of a plugin makes its sink usable by
 name. A ``module:Class`` path also works, for sinks that live in a DAG repository; it must name a
 :class:`Sink` subclass (anything else would fail later, on an executor, with an AttributeError)."""
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import entry_points
 
+from spark_jobs.contract.catalogue import built_in
 from spark_jobs.errors import ConfigError
 from spark_jobs.sinks.base import Sink
 
@@ -31,15 +34,10 @@ def resolve_sink(name: str) -> type[Sink]:
     if not name:
         raise ConfigError("The destination names no sink 'type'")
     if ":" in name:
-        module, _, attr = name.partition(":")
-        try:
-            found = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ConfigError(f"Sink {name!r} cannot be imported: {exc}") from None
-        if not (isinstance(found, type) and issubclass(found, Sink)):
-            raise ConfigError(f"Sink {name!r} is not a sink: {module}.{attr} does not subclass "
-                              f"{Sink.__module__}.{Sink.__qualname__}")
-        return found
+        return _imported(name)
+    record = built_in(name)
+    if record is not None:  # a built-in: its record names its sink (the entry point says the same)
+        return _imported(record.sink)
     found = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
     if name not in found:
         raise ConfigError(
@@ -48,3 +46,16 @@ def resolve_sink(name: str) -> type[Sink]:
         )
     sink: type[Sink] = found[name].load()  # what the group's entry points name, by its contract
     return sink
+
+
+def _imported(path: str) -> type[Sink]:
+    """The :class:`Sink` subclass ``module:Class`` names."""
+    module, _, attr = path.partition(":")
+    try:
+        found = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"Sink {path!r} cannot be imported: {exc}") from None
+    if not (isinstance(found, type) and issubclass(found, Sink)):
+        raise ConfigError(f"Sink {path!r} is not a sink: {module}.{attr} does not subclass "
+                          f"{Sink.__module__}.{Sink.__qualname__}")
+    return found

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from spark_jobs.errors import ConfigError, DestinationError, RetryableError
 from spark_jobs.sinks.batch import ChangeBatch, ChangeRecord
+from spark_jobs.contract.destination_record import BuiltInDestination
 from spark_jobs.contract.destinations import DeliveryPolicy, SinkOptions
 
 if TYPE_CHECKING:
@@ -138,7 +139,8 @@ CAPABILITY_NAMES = tuple(f.name for f in fields(SinkCapabilities))
 
 class Sink:
     """Base class of destinations. Subclasses set ``name``, their ``capabilities``, their
-    ``options_class`` and implement :meth:`write_batch`.
+    ``options_class`` and implement :meth:`write_batch`. A built-in destination sets ``record`` instead
+    of the first and the last: its one record (:mod:`spark_jobs.contract.catalogue`) names both.
 
     The capabilities are also readable as class attributes (``Sink.batch_size`` …), derived from
     ``capabilities``: the sync job reads them so, and a sink written before capabilities existed may
@@ -152,6 +154,8 @@ class Sink:
     """
 
     name: ClassVar[str] = ""
+    #: A built-in destination's record, which gives ``name`` and ``options_class``.
+    record: ClassVar[BuiltInDestination | None] = None
     capabilities: ClassVar[SinkCapabilities] = SinkCapabilities()
     options_class: ClassVar[type[SinkOptions] | None] = None
     # Derived from ``capabilities`` (see the class docstring), never declared beside it.
@@ -167,6 +171,9 @@ class Sink:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        record = cls.__dict__.get("record")
+        if record is not None:
+            cls.name, cls.options_class = record.name, record.options
         declared = {name: cls.__dict__[name] for name in CAPABILITY_NAMES if name in cls.__dict__}
         if declared:
             cls.capabilities = replace(cls.capabilities, **declared)

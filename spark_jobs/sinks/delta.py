@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from spark_jobs.delta.fs import delete, exists, rename
 from spark_jobs.sinks.base import FrameSink, SinkConfig
 from spark_jobs.sinks.core import Stats
+from spark_jobs.contract.catalogue import DELTA
 from spark_jobs.contract.destinations import DeltaOptions
 from spark_jobs.sinks.schema import new_fields
 
@@ -43,8 +44,7 @@ def _session() -> SparkSession:
 
 
 class DeltaSink(FrameSink):
-    name = "delta"
-    options_class = DeltaOptions
+    record = DELTA
     options: DeltaOptions
 
     def __init__(self, config: SinkConfig):

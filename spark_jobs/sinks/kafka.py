@@ -52,6 +52,7 @@ from typing import Any, Sequence
 from spark_jobs.errors import DestinationError, RetryableError
 from spark_jobs.kafka_clients import client_config
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities, SinkConfig
+from spark_jobs.contract.catalogue import KAFKA
 from spark_jobs.contract.destinations import KafkaOptions
 
 PRODUCER_DEFAULTS = {
@@ -72,13 +73,12 @@ PRODUCER_DEFAULTS = {
 
 
 class KafkaSink(Sink):
-    name = "kafka"
+    record = KAFKA
     capabilities = SinkCapabilities(
         batch_size=50000,  # each batch ends in a flush that drains the producer's pipeline: keep them few
         max_concurrency=1,  # the producer pipelines by itself; more threads would only add producers
         wants_json=True,
     )
-    options_class = KafkaOptions
     options: KafkaOptions
 
     def __init__(self, config: SinkConfig):

@@ -51,6 +51,7 @@ from typing import Any, Iterator, Sequence
 from spark_jobs.errors import ConfigError, DestinationError, DestinationUnreachableError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities, SinkConfig
 from spark_jobs.sinks.batch import ChangeBatch
+from spark_jobs.contract.catalogue import POSTGRES
 from spark_jobs.contract.destinations import PostgresOptions
 from spark_jobs.sinks.postgres_copy import binary_ready, copy_binary, copy_csv
 from spark_jobs.sinks.sql import Column, SqlSink, column_list, equal, insert, quote, spark_family
@@ -120,14 +121,13 @@ def _record_fault(state: str) -> bool:
 
 
 class PostgresSink(SqlSink):
-    name = "postgres"
+    record = POSTGRES
     # one COPY + one set-based statement per batch: fewer, bigger transactions
     capabilities = SinkCapabilities(batch_size=20000)
     dialect = "postgres"
     label = "Postgres"
     schema_qualified = True
     staging_columns = 1  # the staging table's operation column (STAGED_OP)
-    options_class = PostgresOptions
     options: PostgresOptions
 
     def __init__(self, config: SinkConfig):

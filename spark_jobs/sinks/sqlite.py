@@ -36,6 +36,7 @@ from typing import Any, Iterator, Sequence
 
 from spark_jobs.errors import DestinationError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities, SinkConfig
+from spark_jobs.contract.catalogue import SQLITE
 from spark_jobs.contract.destinations import SqliteOptions
 from spark_jobs.sinks.sql import Column, SqlSink, column_type, equal, insert, spark_family
 
@@ -87,11 +88,10 @@ def _busy(exc: sqlite3.Error) -> bool:
 
 
 class SqliteSink(SqlSink):
-    name = "sqlite"
+    record = SQLITE
     capabilities = SinkCapabilities(max_parallelism=1)  # one writer per database file
     dialect = "sqlite"
     label = "SQLite"
-    options_class = SqliteOptions
     options: SqliteOptions
 
     def __init__(self, config: SinkConfig):

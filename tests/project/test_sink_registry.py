@@ -1,9 +1,8 @@
-"""The built-in sinks are named in three places that must agree (issue 37 §1), each needed where it
-is: setup.cfg's ``airflow_reverse_etl.sinks`` entry points (how :func:`spark_jobs.sinks.resolve_sink`
-finds a sink by name, built-in or installed), :data:`spark_jobs.contract.destinations.BUILT_IN` (how the
-Airflow side checks a destination's options without importing the sink) and each sink's own ``name``
-and ``options_class`` (what it parses when built, and calls itself in the run history). This test
-holds them to one another, and every concrete sink of the package to an entry point."""
+"""A built-in destination is declared once (issue 44 §3), in its record (:mod:`spark_jobs.contract.catalogue`),
+and everything that names it derives from the record — but setup.cfg's ``airflow_reverse_etl.sinks``
+entry points, which are static (how :func:`spark_jobs.sinks.resolve_sink` finds a sink by name, built-in
+or installed). This test holds them to the records, each sink class to the record it names, and every
+concrete sink of the package to an entry point."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from importlib import import_module
 from importlib.metadata import entry_points
 
 import spark_jobs.sinks
-from spark_jobs.contract.destinations import BUILT_IN
+from spark_jobs.contract.catalogue import BUILT_IN, CATALOGUE
 from spark_jobs.sinks import ENTRY_POINT_GROUP
 from spark_jobs.sinks.base import Sink
 from tests_common.paths import REPO
@@ -35,14 +34,20 @@ def load(target: str) -> type[Sink]:
     return sink
 
 
-def test_each_registered_sink_has_the_built_in_options_and_the_name_it_is_registered_under():
-    sinks = registered()
-    assert sorted(sinks) == sorted(BUILT_IN), "setup.cfg's sinks and destinations.BUILT_IN name other sinks"
-    for name, target in sinks.items():
-        sink = load(target)
-        assert sink.name == name, f"{target} calls itself {sink.name!r}, registered as {name!r}"
-        expected = BUILT_IN[name]
-        assert sink.options_class is expected, f"{target} parses {sink.options_class}, BUILT_IN says {expected}"
+def test_the_entry_points_are_the_records_sinks_and_each_sink_names_its_record():
+    assert registered() == {record.name: record.sink for record in CATALOGUE}, \
+        "setup.cfg's sinks are not the records' (spark_jobs/contract/catalogue.py)"
+    for record in CATALOGUE:
+        sink = load(record.sink)
+        assert sink.record is record, f"{record.sink} names another record"
+        assert (sink.name, sink.options_class) == (record.name, record.options)
+    assert BUILT_IN == {record.name: record.options for record in CATALOGUE}
+
+
+def test_a_data_only_preset_has_no_sink_class_written_for_it():
+    """The http webhook is data: its record describes its requests, and its sink is made from it."""
+    http = next(record for record in CATALOGUE if record.name == "http")
+    assert http.rest is not None and load(http.sink).__doc__ == "The http destination, made from its record."
 
 
 def test_every_concrete_sink_of_the_package_is_registered():

@@ -10,20 +10,24 @@ into outcomes) and :mod:`.sink` (:class:`RestSink`: records to requests).
 
 Building a preset
 =================
-A preset is a destination whose requests are known: data, plus at most a small hook. It is
+A preset is a destination whose requests are known: data, plus at most a small hook. A built-in one
+is one record (:mod:`spark_jobs.contract.catalogue`): its typed options (a
+:class:`~spark_jobs.contract.sink_options.SinkOptions` subclass in ``spark_jobs/contract/``, checked by
+the Airflow side at DAG parse time), its connection, lineage and catalogue entry, and either
 
-1. its typed options, a :class:`~spark_jobs.contract.sink_options.SinkOptions` subclass in
-   ``spark_jobs/contract/`` registered in :data:`spark_jobs.contract.destinations.BUILT_IN` under
-   the sink's name (so the Airflow side checks them at DAG parse time), and
-2. a :class:`RestSink` subclass that sets ``name``, ``options_class`` and ``capabilities`` (batch size =
-   the API's records per request, ``max_concurrency``...) and overrides :meth:`RestSink.rest_options`
-   to build the :class:`~spark_jobs.contract.rest.RestOptions` — operations, response reading, auth —
-   from its own options. It is registered in the ``airflow_reverse_etl.sinks`` entry point group.
+1. its requests as data — a function of its options and connection giving the
+   :class:`~spark_jobs.contract.rest.RestOptions` (operations, response reading, auth): the sink is made
+   from the record (:mod:`spark_jobs.sinks.presets`; the ``http`` webhook), or
+2. a :class:`RestSink` subclass naming the record (``record = ...``), with its ``capabilities`` (batch
+   size = the API's records per request, ``max_concurrency``...), overriding :meth:`RestSink.rest_options`
+   and the hooks below (the SaaS presets, :mod:`spark_jobs.sinks.saas`).
+
+Either is registered in the ``airflow_reverse_etl.sinks`` entry point group under the record's name.
 
 Optional hooks, for what configuration cannot say:
 
-* :meth:`RestSink.render_body` ``(request) -> bytes | None`` — build the body another way (the
-  ``http`` preset joins the JSON Spark wrote for each row, with no per-row Python);
+* :meth:`RestSink.render_body` ``(request) -> bytes | None`` — build the body another way (Salesforce's
+  records with their ``attributes``);
 * :meth:`RestSink.read_response` ``(request, response) -> [None | Rejected | Retry]`` — read a
   vendor's response (raise :class:`~spark_jobs.errors.RetryableError` for a transient failure of the
   whole request, :class:`~spark_jobs.errors.DestinationError` to fail the sync);
@@ -35,7 +39,7 @@ template context and the rendered method, URL, headers and body. The shared core
 batching, retries with backoff and ``Retry-After``, the reject ledger, requests-per-second and
 in-flight limits for the whole sync, redirects, secrets kept out of messages.
 
-:mod:`spark_jobs.sinks.http` (the ``http`` webhook) is the first preset.
+:mod:`spark_jobs.sinks.presets` makes the ``http`` webhook, the first preset, from its record.
 """
 
 from spark_jobs.sinks.rest.rendering import RestRequest

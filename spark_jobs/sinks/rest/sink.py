@@ -17,12 +17,12 @@ requests already answered keep their outcomes and the rest are retried (``Retry`
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Sequence
+from typing import Any, Sequence
 
 from jinja2.exceptions import SecurityError, UndefinedError
 
 from spark_jobs.contract.rest import MODE_OPERATIONS, RestOptions
-from spark_jobs.contract.sink_options import SinkOptions
+from spark_jobs.contract.catalogue import REST
 from spark_jobs.contract.templating import TemplateValueError
 from spark_jobs.errors import ConfigError, RetryableError
 from spark_jobs.sinks.base import ChangeBatch, ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities
@@ -39,9 +39,8 @@ _SAMPLE = {"boolean": True, "tinyint": 1, "smallint": 1, "int": 1, "bigint": 1, 
 class RestSink(Sink):
     """The ``rest`` destination, and the base of every preset (see :mod:`spark_jobs.sinks.rest`)."""
 
-    name = "rest"
+    record = REST
     capabilities = SinkCapabilities(batch_size=100, wants_json=True, paces_requests=True)
-    options_class: ClassVar[type[SinkOptions] | None] = RestOptions
 
     def __init__(self, config: SinkConfig):
         super().__init__(config)

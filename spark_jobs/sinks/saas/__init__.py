@@ -3,5 +3,6 @@
 * :mod:`.preset` — what they add to the REST core: values in the vendor's types, several requests for
   one operation, auxiliary requests;
 * :mod:`.values` — a record's values as the API accepts them, without losing or inventing anything;
-* :mod:`.salesforce`, :mod:`.hubspot`, :mod:`.braze` — one vendor each.
+* :mod:`.salesforce` (its fields' values and matching: :mod:`.salesforce_fields`), :mod:`.hubspot`,
+  :mod:`.braze` — one vendor each.
 """

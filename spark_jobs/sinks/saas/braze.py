@@ -43,13 +43,14 @@ from typing import Any
 
 from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.contract.rest import RestOptions
-from spark_jobs.contract.saas import BrazeOptions
+from spark_jobs.contract.saas import BrazeOptions, api_url
+from spark_jobs.contract.catalogue import BRAZE
 from spark_jobs.contract.templating import to_json
 from spark_jobs.errors import ConfigError, DestinationError
 from spark_jobs.sinks.base import ChangeRecord, SinkCapabilities, SinkConfig
 from spark_jobs.sinks.rest import RestRequest
 from spark_jobs.sinks.rest.responses import Reply
-from spark_jobs.sinks.saas.preset import SaasSink, api_url
+from spark_jobs.sinks.saas.preset import SaasSink
 from spark_jobs.sinks.saas.values import Unconvertible, as_date, iso_utc, json_number, text
 
 TRACK_LIMIT = 75
@@ -79,9 +80,8 @@ def attribute_value(name: str, value: Any) -> Any:
 
 
 class BrazeSink(SaasSink):
-    name = "braze"
+    record = BRAZE
     capabilities = SinkCapabilities(batch_size=TRACK_LIMIT, wants_json=False, paces_requests=True)
-    options_class = BrazeOptions
     options: BrazeOptions
 
     def __init__(self, config: SinkConfig):

@@ -48,16 +48,16 @@ from typing import Any, Callable
 
 from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.contract.rest import RestOptions
-from spark_jobs.contract.saas import HubSpotOptions
+from spark_jobs.contract.saas import HubSpotOptions, hubspot_api_url
+from spark_jobs.contract.catalogue import HUBSPOT
 from spark_jobs.contract.templating import to_json
 from spark_jobs.errors import ConfigError, DestinationError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, SinkCapabilities, SinkConfig
 from spark_jobs.sinks.rest import RestRequest
 from spark_jobs.sinks.rest.responses import Reply
-from spark_jobs.sinks.saas.preset import SaasSink, SchemaCache, api_url
+from spark_jobs.sinks.saas.preset import SaasSink, SchemaCache
 from spark_jobs.sinks.saas.values import Unconvertible, boolean, epoch_millis, midnight_millis, number_text, text
 
-API = "https://api.hubapi.com"
 BATCH_LIMIT = 100
 #: HubSpot counts requests over a rolling window of this many seconds (the burst limit is per window).
 WINDOW_S = 10.0
@@ -86,9 +86,8 @@ def trace_id(value: Any) -> str:
 
 
 class HubSpotSink(SaasSink):
-    name = "hubspot"
+    record = HUBSPOT
     capabilities = SinkCapabilities(batch_size=BATCH_LIMIT, wants_json=False, paces_requests=True)
-    options_class = HubSpotOptions
     options: HubSpotOptions
 
     def __init__(self, config: SinkConfig):
@@ -118,7 +117,7 @@ class HubSpotSink(SaasSink):
         archive = {"method": "POST", "url": f"{self._objects}/batch/archive", "per": "batch",
                    "batch_size": BATCH_LIMIT, "response": {"success": [200, 204]}}
         return RestOptions.from_dict({
-            "base_url": api_url(self.config.connection, API), "auth": {"type": "bearer"},
+            "base_url": hubspot_api_url(self.config.connection), "auth": {"type": "bearer"},
             "operations": {"upsert": write, "insert": write, "update": write, "delete": archive}})
 
     def limits(self, policy: DeliveryPolicy) -> DeliveryPolicy:

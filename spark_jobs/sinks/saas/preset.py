@@ -69,16 +69,6 @@ class SchemaCache(Generic[T]):
             return entry[1]
 
 
-def api_url(connection: dict[str, Any], default: str | None = None) -> str | None:
-    """A SaaS API's base URL from its connection: the host as given when it has a scheme, else HTTPS
-    (or the connection's ``schema``), with its port; ``default`` when the connection has no host."""
-    host = connection.get("host")
-    if not host:
-        return default
-    url = host if "://" in host else f"{connection.get('schema') or 'https'}://{host}"
-    return f"{url.rstrip('/')}:{connection['port']}" if connection.get("port") else url.rstrip("/")
-
-
 class SaasSink(RestSink):
     """Base of the SaaS presets (the module docstring)."""
 

@@ -59,12 +59,12 @@ import csv
 import io
 import time
 from dataclasses import replace
-from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlencode
 
 from spark_jobs.contract.rest import RestOptions, RestResponse
-from spark_jobs.contract.saas import SalesforceOptions
+from spark_jobs.contract.saas import SalesforceOptions, salesforce_login_url
+from spark_jobs.contract.catalogue import SALESFORCE
 from spark_jobs.contract.templating import to_json
 from spark_jobs.errors import ConfigError, DestinationError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities, SinkConfig
@@ -72,14 +72,13 @@ from spark_jobs.sinks.rest import RestRequest, RestSink
 from spark_jobs.sinks.rest import responses
 from spark_jobs.sinks.rest.responses import Reply
 from spark_jobs.sinks.saas.preset import SaasSink, SchemaCache
-from spark_jobs.sinks.saas.values import Unconvertible, as_date, boolean, exact_decimal, iso_utc, json_number, \
-    number_text, text
+from spark_jobs.sinks.saas.salesforce_fields import csv_cell, json_converter, match_key, soql_literal
+from spark_jobs.sinks.saas.values import Unconvertible, text
 
 COLLECTION_LIMIT = 200
 #: Characters of External ID values one SOQL lookup carries (its URL stays far below Salesforce's limit).
 QUERY_CHARS = 8000
 DEFAULT_VERSION = "62.0"
-NUMERIC = frozenset({"double", "currency", "percent"})
 TERMINAL = frozenset({"JobComplete", "Failed", "Aborted"})
 #: Each object's fields, shared by the lanes and partitions of a Spark worker.
 _DESCRIBED: SchemaCache[dict[str, dict[str, Any]]] = SchemaCache()
@@ -90,76 +89,17 @@ UPSERTED = {"success": [200], "records": ["@"], "record_failed": "success == `fa
             "error": "join('; ', [*].join(': ', [errorCode, message]))"}
 DELETED = {**UPSERTED, "record_failed": "success == `false` && errors[0].statusCode != 'ENTITY_IS_DELETED'"}
 
-Convert = Callable[[Any], Any]
-
-
-def _integer(value: Any) -> int:
-    number = exact_decimal(value)
-    if number != number.to_integral_value():
-        raise Unconvertible(f"{value!r} is not a whole number")
-    return int(number)
-
-
-def _double(value: Any) -> int | float:
-    """A Number field's value: Salesforce stores it as a double, so one a double cannot hold exactly is
-    refused rather than stored as another number (2^53 + 1 would be 2^53)."""
-    number = json_number(value)
-    if Decimal(repr(float(number))) != exact_decimal(value):
-        raise Unconvertible(f"{value!r} cannot be held by a Salesforce Number field, which stores a double "
-                            f"({float(number)!r} would be stored)")
-    return number
-
-
-def match_key(field: dict[str, Any], value: Any) -> Any:
-    """What Salesforce compares when it matches ``value`` of this field (the module docstring): a number
-    as a number, text folded to lower case unless the field is case-sensitive."""
-    if field.get("type") in NUMERIC or field.get("type") == "int":
-        return float(exact_decimal(value))
-    said = text(value)
-    return said if field.get("caseSensitive") and field.get("type") != "email" else said.lower()
-
-
-#: How a value is written into a JSON body, by Salesforce field type (text for every other type).
-_JSON_WRITERS: dict[str, Convert] = {"boolean": boolean, "int": _integer, "date": lambda v: as_date(v).isoformat(),
-                                     "datetime": iso_utc, **dict.fromkeys(NUMERIC, _double)}
-
-
-def json_converter(field: dict[str, Any]) -> Convert:
-    """How a value goes into a field of this type in a JSON body (the module docstring)."""
-    write: Convert = _JSON_WRITERS.get(str(field.get("type")), text)
-    return lambda value: None if value is None else write(value)
-
-
-def csv_cell(value: Any) -> str:
-    """A converted value as a Bulk API 2.0 CSV cell: null (and empty text, which Salesforce keeps as
-    null) is ``#N/A``, an empty cell would leave the field unchanged."""
-    if value is None or value == "":
-        return "#N/A"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return number_text(value)
-    return text(value)
-
-
-def soql_literal(value: Any, field: dict[str, Any]) -> str:
-    """A value as a SOQL literal for a field of this type (text quoted, ``\\`` and ``'`` escaped)."""
-    if field.get("type") in NUMERIC or field.get("type") == "int":
-        return number_text(value)
-    return "'" + text(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
 def _instance_url(extra: dict[str, Any]) -> str:
-    if extra.get("instance_url"):
-        return str(extra["instance_url"]).rstrip("/")
-    if extra.get("domain"):
-        return f"https://{extra['domain']}.salesforce.com"
+    url = salesforce_login_url(extra)
+    if url:
+        return url
     raise ConfigError("The salesforce destination needs the org's URL: set the connection's instance_url (your My "
                       "Domain URL, e.g. https://acme.my.salesforce.com) or domain (e.g. acme.my).")
 
 
 class SalesforceSink(SaasSink):
-    name = "salesforce"
+    record = SALESFORCE
     capabilities = SinkCapabilities(batch_size=10_000, wants_json=False, paces_requests=True)
-    options_class = SalesforceOptions
     options: SalesforceOptions
 
     def __init__(self, config: SinkConfig):

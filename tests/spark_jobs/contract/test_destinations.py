@@ -119,7 +119,7 @@ def test_a_saas_destination_refuses_a_sync_it_cannot_take_before_anything_is_sen
 
 
 def test_saas_options_are_checked_when_the_dag_is_parsed():
-    from spark_jobs.contract.destinations import destination
+    from spark_jobs.contract.catalogue import destination
 
     with pytest.raises(ConfigError, match="burst_limit=0 is not allowed"):
         destination({"type": "hubspot", "id_property": "email", "burst_limit": 0})

@@ -37,7 +37,8 @@ def test_upsert_mirror_and_mapping_with_auth_from_the_connection(spark, warehous
     assert server.table[1] == {"id": 1, "name": "ann", "city": "oslo", "source": "lake"}
     assert all(r.header("Authorization") == "Bearer test-token" for r in server.requests)
     body = server.requests[0].json()["records"][0]
-    assert set(body) == {"op", "key", "data"} and body["op"] == "upsert" and "id" in body["key"]
+    assert set(body) == {"op", "change", "key", "data"} and (body["op"], body["change"]) == ("upsert", "insert")
+    assert "id" in body["key"]
 
     second = p.sync(p.step([(1, "ann", "nice"), (3, "cid", "rome"), (4, "dan", "kyiv")]), destination(server),
                     mode="mirror", field_mapping={"id": "id", "city": "city"})

@@ -19,7 +19,7 @@ from spark_jobs.sinks.base import SinkConfig
 from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.sinks.core import deliver_partition
 from spark_jobs.sinks.pacing import RateLimiter
-from spark_jobs.sinks.http import HttpSink
+from spark_jobs.sinks.presets import HttpSink
 
 RATE = 100.0  # records per second
 BATCH = 20
