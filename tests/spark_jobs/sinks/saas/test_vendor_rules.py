@@ -7,7 +7,7 @@ driven in process as the sync job drives them (tests_common/saas_sync.py; no JVM
 2. HubSpot keeps emails in lower case and matches them case-insensitively: the same, for an email key
    with capitals;
 3. a 429 or 5xx on a preset's first request (HubSpot's property read, Salesforce's describe, on the
-   driver and on a worker) failed the sync instead of being waited out;
+   driver and on a worker; Braze's custom attributes read) failed the sync instead of being waited out;
 
 and the smaller ones: Salesforce's API is at the token's ``instance_url``, its transient 403
 ``REQUEST_LIMIT_EXCEEDED`` is retried, HubSpot's DAILY 429 fails the sync at once naming it."""
@@ -21,7 +21,7 @@ import pytest
 
 from spark_jobs.errors import DestinationError, DestinationUnreachableError
 from tests_common.emulators.hubspot import HubSpotApi
-from tests_common.saas_sync import change, hubspot, salesforce, sync
+from tests_common.saas_sync import braze, change, hubspot, salesforce, sync
 
 NUMBER_KEY = pa.schema([("Account_No__c", pa.int64()), ("LastName", pa.string())])
 TEXT_KEY = pa.schema([("Customer_Id__c", pa.string()), ("LastName", pa.string())])
@@ -133,3 +133,15 @@ def test_hubspots_daily_limit_fails_the_sync_at_once_naming_it():
                                           for i in range(150)], "upsert")
         assert time.monotonic() - started < 5, "the daily limit lasts until midnight: not waited for"
         assert "midnight" in str(failure.value) and len(api.objects("contacts")) == 100
+
+
+def test_a_429_on_brazes_custom_attributes_read_is_waited_out(braze_api):
+    """Braze's read before a sync (GET /custom_attributes) is rate limited like every endpoint; its 429 is
+    waited out until X-RateLimit-Reset, as a write's is."""
+    api = braze_api
+    api.limits[None] = (250_000, 1.0)  # the shared pool's window: a second here, so its reset is near
+    api.respond(429, {"message": "Rate limit exceeded"}, times=1, path="custom_attributes")
+    schema = pa.schema([("external_id", pa.string()), ("plan", pa.string())])
+    done = sync(braze(api), schema, [change("upsert", {"external_id": "u1"}, {"plan": "pro"})], "upsert")
+    assert done.stats["sent"] == 1 and api.users["u1"]["plan"] == "pro"
+    assert [r.status for r in api.requests_to("GET", "custom_attributes")] == [429, 200]
