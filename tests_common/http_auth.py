@@ -82,6 +82,11 @@ class Tokens:
         with self._lock:
             self._expiry[token], self._info[token] = float("inf"), info
 
+    def issued(self) -> list[str]:
+        """Every token given out, valid or not (what a test checks no log or table holds)."""
+        with self._lock:
+            return list(self._expiry)
+
     def valid(self, token: str | None) -> bool:
         with self._lock:
             return token is not None and time.monotonic() < self._expiry.get(token, float("-inf"))

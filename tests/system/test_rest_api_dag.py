@@ -71,7 +71,7 @@ def test_the_example_dag_syncs_to_an_api_without_a_preset_and_alerts_on_rejects(
 
     # one token per process (the task process delivered these few records: below driver_max_records)
     assert len(contacts_api.token_requests) == 1 and sync["delivered_from"] == "driver"
-    issued = list(contacts_api._state.tokens)
+    issued = contacts_api.tokens.issued()
     out, err = capfd.readouterr()
     places = {"task logs": caplog.text + out + err, "xcom": json.dumps(sync, default=str),
               "Spark Connect server log": spark_default_on_connect.log_file.read_text(errors="replace"),

@@ -136,8 +136,7 @@ class SaasSink(RestSink):
         except RetryableError as exc:
             if exc.retry_after is not None:
                 raise
-            raise RetryableError(str(exc), retry_after=self.retry_wait(Reply.of(response), response.headers)) \
-                from None
+            raise RetryableError(str(exc), retry_after=self.retry_wait(reply, response.headers)) from None
 
     def _send(self, op: str, records: Sequence[ChangeRecord]) -> list[Outcome]:
         outcomes: list[Outcome] = [None] * len(records)
