@@ -9,3 +9,14 @@ docstring the documentation every rule follows, with a fixture (``salesforce_api
 (:mod:`tests_common.http_auth`) and rate-limit windows (:mod:`tests_common.rate_windows`). Their own tests, which prove
 each refusal, are in tests/integration/emulators/.
 """
+
+from typing import Any, Callable
+
+
+def holds(predicate: Callable[[Any], Any], values: Any) -> bool:
+    """Whether a test's rule (a vendor-side validation rule) holds for ``values``; a rule that cannot
+    judge them does not."""
+    try:
+        return bool(predicate(values))
+    except Exception:
+        return False

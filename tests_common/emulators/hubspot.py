@@ -103,6 +103,7 @@ from typing import Any, Callable, Iterator, Sequence
 import pytest
 
 from tests_common.http_auth import Tokens
+from tests_common.emulators import holds
 from tests_common.emulators.hubspot_properties import Property, check_value, default_properties, normalised, stored
 from tests_common.http_server import HttpApi, served
 from tests_common.http_wire import BadJson, Reply, Request
@@ -364,7 +365,7 @@ class HubSpotApi(HttpApi):
             return ["'properties' must be an object"]
         values = {**properties, id_property: value}
         problems = [p for name, v in values.items() if (p := check_value(schema.get(name), name, v))]
-        problems += [r.message for r in self._rules if _matches(r, properties)]
+        problems += [r.message for r in self._rules if holds(r.predicate, properties)]
         return problems
 
     def _apply(self, kind: str, item: dict[str, Any]) -> dict[str, Any]:
@@ -471,13 +472,6 @@ class HubSpotApi(HttpApi):
                     record.archived = True
                     self._unindex(kind, record)
         return Reply(204)
-
-
-def _matches(rule: _Rule, properties: dict[str, Any]) -> bool:
-    try:
-        return bool(rule.predicate(properties))
-    except Exception:
-        return False
 
 
 @pytest.fixture

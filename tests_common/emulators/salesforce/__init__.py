@@ -80,6 +80,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
+from tests_common.emulators import holds
 from tests_common.emulators.salesforce.bulk import BulkIngest, Job
 from tests_common.emulators.salesforce.login import LoginServer
 from tests_common.emulators.salesforce.schema import ID, Field, RecordError, SObjectType, Unreadable, api_json, \
@@ -273,7 +274,7 @@ class SalesforceApi(BulkIngest, HttpApi):
         if missing:
             errors.append(RecordError("REQUIRED_FIELD_MISSING", f"Required fields are missing: [{', '.join(missing)}]",
                                       tuple(missing)))
-        errors += [r.error for r in self._rules if r.sobject == obj.name and _matches(r, merged)]
+        errors += [r.error for r in self._rules if r.sobject == obj.name and holds(r.predicate, merged)]
         return errors
 
     # -- sObject Collections -------------------------------------------------------------------------------
@@ -436,13 +437,6 @@ def _rolled_back(outcomes: Sequence[Any]) -> list[dict[str, Any]]:
                          "header")
     return [{"success": False, "errors": [e.json() for e in (o if isinstance(o, list) else [rolled])]}
             for o in outcomes]
-
-
-def _matches(rule: _Rule, values: dict[str, Any]) -> bool:
-    try:
-        return bool(rule.predicate(values))
-    except Exception:
-        return False
 
 
 @pytest.fixture

@@ -148,12 +148,16 @@ class BulkIngest:
             return Reply(200, job.info())
 
     def _job_info(self, request: Request) -> Reply:
+        job = self._advanced(request)
+        return job if isinstance(job, Reply) else Reply(200, job.info())
+
+    def _advanced(self, request: Request) -> Job | Reply:
+        """The request's job, moved on as time has passed (its processing runs when it is looked at)."""
         job = self._job(request)
-        if isinstance(job, Reply):
-            return job
-        with self.lock:
-            self._advance(job)
-            return Reply(200, job.info())
+        if not isinstance(job, Reply):
+            with self.lock:
+                self._advance(job)
+        return job
 
     def _advance(self, job: Job) -> None:
         if job.state not in ("UploadComplete", "InProgress"):
@@ -232,11 +236,10 @@ class BulkIngest:
         return existing["Id"], False
 
     def _results(self, request: Request) -> Reply:
-        job = self._job(request)
+        job = self._advanced(request)
         if isinstance(job, Reply):
             return job
         with self.lock:
-            self._advance(job)
             if job.state not in ("JobComplete", "Failed", "Aborted"):
                 return sf_error(400, "INVALIDJOBSTATE", f"Job {job.id} is {job.state}: results are not available yet")
             failed = request.params["kind"] == "failedResults"
