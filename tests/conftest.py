@@ -46,6 +46,7 @@ pytest_plugins = [
     "tests_common.emulators.hubspot",
     "tests_common.emulators.braze",
     "tests_common.rest_api",
+    "tests_common.fault_api",
     "tests_common.smtp_server",
     "tests_common.spark_submit",
     "tests_common.spark_cluster",

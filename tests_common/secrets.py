@@ -20,3 +20,18 @@ def assert_nowhere(secrets, places: dict[str, str]) -> None:
     for secret in secrets:
         leaks = [place for place, text in places.items() if secret in text]
         assert not leaks, f"secret found in {leaks}"
+
+
+def encodings(secret: str, login: str | None = None) -> set[str]:
+    """``secret`` in each form it takes on the wire (issue 43): as it is, percent-encoded (a path or query
+    value: ``+ / =`` as ``%2B %2F %3D``, a space as ``%20`` or ``+``), JSON-escaped, and — with a
+    ``login`` — as basic auth's base64 of ``login:secret``."""
+    import base64
+    import json
+    from urllib.parse import quote, quote_plus
+
+    forms = {secret, quote(secret, safe=""), quote_plus(secret), json.dumps(secret)[1:-1],
+             json.dumps(secret, ensure_ascii=False)[1:-1]}
+    if login is not None:
+        forms.add(base64.b64encode(f"{login}:{secret}".encode()).decode())
+    return forms
