@@ -2,6 +2,8 @@
 
 The public parts of a connection (host, port, login, schema, extras) go into the spec; the password
 goes into an environment variable of the spark-submit process, and the spec only names that variable.
+Each secret is masked in the task log in every form the job may write it in — percent-encoded, JSON-
+escaped, base64 of ``login:password`` (:func:`spark_jobs.redaction.wire_forms`) — not only as it is.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_reverse_etl.exceptions import ReverseEtlConfigError
 from spark_jobs.kafka_clients import brokers  # import-safe: no pyspark
+from spark_jobs.redaction import secret_values, wire_forms  # import-safe: plain Python
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -22,6 +25,16 @@ def _connection(conn_id: str) -> Connection:
     from airflow.sdk import BaseHook
 
     return BaseHook.get_connection(conn_id)
+
+
+def mask_wire_forms(value: Any, login: str | None = None) -> None:
+    """Have Airflow mask every secret in ``value`` (a password, a connection's extras) in each form it
+    takes on the wire, beside the forms Airflow masks itself."""
+    from airflow.sdk.log import mask_secret
+
+    for secret in secret_values(value):
+        for form in wire_forms(secret, login):
+            mask_secret(form)
 
 
 def secret_env(role: str) -> str:
@@ -47,6 +60,7 @@ def jdbc_source(conn_id: str) -> tuple[dict[str, Any], dict[str, str]]:
     if conn.password:
         settings["password_env"] = secret_env("source")
         secrets[settings["password_env"]] = conn.password
+        mask_wire_forms(conn.password, conn.login)
     return settings, secrets
 
 
@@ -83,9 +97,11 @@ def connection_settings(conn_id: str, role: str) -> tuple[dict[str, Any], dict[s
     if conn.password:
         secrets_env["password"] = secret_env(role)
         secrets[secrets_env["password"]] = conn.password
+        mask_wire_forms(conn.password, conn.login)
     if extra:
         secrets_env["extra"] = f"ARETL_SECRET_{role.upper()}_EXTRA"
         secrets[secrets_env["extra"]] = json.dumps(extra)
+        mask_wire_forms(extra)
     return {"connection": public, "secrets_env": secrets_env}, secrets
 
 

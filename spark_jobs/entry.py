@@ -4,6 +4,9 @@ Reads the job spec (JSON), parses it into the job's typed spec (:mod:`spark_jobs
 job it names and writes the job result (JSON) next to it. A job that
 fails writes a result too, with ``status: failed`` and the error, so the Airflow task can show the
 real cause instead of a JVM stack trace; the process then exits non-zero.
+
+:func:`run` is where a job's result, error and log lines leave it, in both execution modes: they are
+redacted of every secret the job knows there (:mod:`spark_jobs.redaction`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,15 @@ def load_job(name: str) -> Callable[[SparkSession, JobSpec], JobResult]:
 
 def run(spark: SparkSession, spec_json: dict[str, Any]) -> dict[str, Any]:
     """Parse the spec and run its job in an existing session (classic or Spark Connect); the result
-    always has a ``status``."""
+    always has a ``status``. The result, and every line logged meanwhile, hold no secret the job knows."""
+    from spark_jobs.redaction import redacted, redacting_logs
+
+    with redacting_logs():
+        result: dict[str, Any] = redacted(_run(spark, spec_json))
+    return result
+
+
+def _run(spark: SparkSession, spec_json: dict[str, Any]) -> dict[str, Any]:
     from spark_jobs.contract import parse_spec
     from spark_jobs.delta.object_store import require_conditional_writes
     from spark_jobs.state.lineage import record_run
@@ -106,7 +117,15 @@ def failure(exc: Exception, warehouse: str | None) -> dict[str, Any]:
     Spark, Delta, JVM and Python failures (:mod:`spark_jobs.error_conditions`), which gives its
     category and the ``condition`` it matched on (SQL the product generated and Spark refused is a
     ``defect``, never retried); one the catalogue does not know counts as infrastructure and is
-    retried, as Airflow would treat it. Both keep the traceback for the task log."""
+    retried, as Airflow would treat it. Both keep the traceback for the task log. Redacted of every
+    secret the job knows (the Spark Connect runner reports its own failures with it too)."""
+    from spark_jobs.redaction import redacted
+
+    error: dict[str, Any] = redacted(_failure(exc, warehouse))
+    return error
+
+
+def _failure(exc: Exception, warehouse: str | None) -> dict[str, Any]:
     from spark_jobs.error_conditions import classify
     from spark_jobs.errors import explain
 

@@ -2,13 +2,15 @@
 
 An operator puts a connection's password and extras (tokens, SASL settings) into environment
 variables of the Spark process only; the spec names the variables (``secrets_env: {name: ENV_VAR}``),
-never the values, so no spec file, argv, XCom, log or table holds them.
+never the values, so no spec file, argv, XCom, log or table holds them; and what the job writes or
+raises is redacted of them (:mod:`spark_jobs.redaction`).
 """
 
 from __future__ import annotations
 
 import os
 
+from spark_jobs import redaction
 from spark_jobs.errors import ConfigError
 
 
@@ -21,4 +23,5 @@ def read_secrets(secrets_env: dict[str, str] | None, whose: str) -> dict[str, st
             raise ConfigError(f"The {whose} secret {name!r} is expected in the environment variable {env}, "
                               "which is not set in the Spark driver")
         secrets[name] = os.environ[env]
+        redaction.remember(secrets[name])
     return secrets

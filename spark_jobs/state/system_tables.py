@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from spark_jobs import lake_io
 from spark_jobs.contract import Warehouse
+from spark_jobs.redaction import redacted
 from spark_jobs.contract.system_tables import SystemTable
 
 if TYPE_CHECKING:
@@ -55,11 +56,20 @@ def arrow_schema(ddl: str) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
+#: Columns that name a row — a table, a consumer, a record's key in the source's data — never hold text an
+#: API or an exception wrote; redacted, a row would no longer be found (a ledger entry, a commit).
+IDENTITIES = frozenset({"table", "consumer", "key"})
+
+
 def rows_of(table: SystemTable, rows: list[dict[str, Any]]) -> pa.Table:
-    """``rows`` (column -> value) as an Arrow table with the columns of ``table``."""
+    """``rows`` (column -> value) as an Arrow table with the columns of ``table``. Every row a system
+    table gets passes here, and is redacted of every secret the job knows but in its
+    :data:`IDENTITIES` (a destination's reason for a reject, a failed run's error may quote a secret:
+    :mod:`spark_jobs.redaction`)."""
     import pyarrow as pa
 
-    return pa.Table.from_pylist(rows, schema=arrow_schema(table.ddl))
+    clean = [{k: v if k in IDENTITIES else redacted(v) for k, v in row.items()} for row in rows]
+    return pa.Table.from_pylist(clean, schema=arrow_schema(table.ddl))
 
 
 def record(wh: Warehouse, table: SystemTable, row: dict[str, Any]) -> None:

@@ -2,9 +2,10 @@
 the OAuth2 client-credentials token every sending thread of a process shares.
 
 The secret (token, API key, client secret) is the connection's password, which reaches the job
-through the environment only. It goes into a request's headers or query and nowhere else: error
-messages pass through :meth:`Authenticator.redact`, which replaces every secret it knows (the
-password, the extras' values, the current token) with ``***``.
+through the environment only. It goes into a request's headers or query and nowhere else; a token
+this process fetched is remembered by :mod:`spark_jobs.redaction` like the connection's secrets, so
+the one redaction of a job's outputs covers it in every form (:meth:`Authenticator.redact` is that
+redaction, for the presets' messages).
 
 OAuth2 (RFC 6749 §4.4): the token is fetched once per process — Spark reuses its Python workers, so
 once per executor for a whole sync rather than once per partition or thread — kept with its expiry
@@ -22,12 +23,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_jobs import redaction
 from spark_jobs.contract.rest import RestAuth
 from spark_jobs.errors import DestinationError, RetryableError
 from spark_jobs.sinks.rest.transport import joined, retry_after
-
-#: Shortest secret :meth:`Authenticator.redact` replaces (a shorter one would blank ordinary words).
-MIN_SECRET = 4
 
 
 @dataclass
@@ -55,7 +54,6 @@ class Authenticator:
         if kind == "connection":
             kind = "bearer" if extra.get("auth_type") == "bearer" and password else "basic" if login else "none"
         self.kind = kind
-        self._known = [password or "", *(v for v in extra.values() if isinstance(v, str))]
         if kind in ("bearer", "api_key", "oauth2_client_credentials") and not password:
             raise DestinationError(f"The rest destination's auth {auth.type!r} needs the connection's password "
                                    "(the token, API key or client secret); the connection has none")
@@ -98,15 +96,10 @@ class Authenticator:
                 del _TOKENS[self._client()]
         return True
 
-    def redact(self, text: str) -> str:
-        secrets = [*self._known]
-        token = _TOKENS.get(self._client()) if self.kind == "oauth2_client_credentials" else None
-        if token is not None:
-            secrets.append(token.value)
-        for secret in sorted(secrets, key=len, reverse=True):
-            if len(secret) >= MIN_SECRET:
-                text = text.replace(secret, "***")
-        return text
+    @staticmethod
+    def redact(text: str) -> str:
+        """``text`` without the secrets this process knows (:func:`spark_jobs.redaction.redact`)."""
+        return redaction.redact(text)
 
     # --- OAuth2 -------------------------------------------------------------------------------
     def _client(self) -> tuple[Any, ...]:
@@ -162,4 +155,5 @@ class Authenticator:
         if isinstance(lifetime, (int, float)) or (isinstance(lifetime, str) and lifetime.isdigit()):
             seconds = float(lifetime)
             expires_at = started + seconds - min(60.0, seconds / 10)  # fetched again a little before
+        redaction.remember(token)
         return _Token(token, expires_at, {k: v for k, v in body.items() if isinstance(v, str) and k != "access_token"})
