@@ -57,7 +57,9 @@ def http_requests(options: HttpOptions, connection: dict[str, Any]) -> RestOptio
     if not url:
         raise ConfigError("The http destination needs 'url', or 'endpoint' with an HTTP connection")
     fields = [options.record_errors] if isinstance(options.record_errors, str) else options.record_errors
-    response = RestResponse(records=[json.dumps(f) for f in fields], error=None)  # JMESPath quoted identifiers
+    # JMESPath quoted identifiers; the list holds the failures (or a result per record): a record it does not
+    # name was applied, as the 2xx says
+    response = RestResponse(records=[json.dumps(f) for f in fields], records_listed="failed", error=None)
     batch = RestOperation(method=options.method, url=url, per="batch", body='{"records": {{ records }}}')
     return RestOptions(operations=dict.fromkeys(REST_OPERATIONS, batch), headers=options.headers,
                        timeout=options.timeout, verify=options.verify, response=response)

@@ -17,15 +17,37 @@ Templates are Jinja in a sandbox (:mod:`.templating`: what each place escapes, w
 template is given). Response paths are `JMESPath <https://jmespath.org>`_ expressions (the query
 language of the AWS CLI): ``results``, ``data.items``, ``errors[0].message``, ``status >= `300```.
 
-How a response is read (:class:`RestResponse`), in this order:
+How a response is read (:class:`RestResponse`): every record of a request ends with one outcome the
+response proves — acknowledged, rejected into the ledger with the API's reason, or sent again (and
+after the delivery's last attempt rejected with that reason) — never counted as sent unless the
+response says so for it. By the response's status and body:
 
-1. a status in ``success``: the request succeeded; per-record results, when ``records`` finds them,
-   may still fail single records (a 207 multi-status, a 200 with an ``errors`` list);
-2. a status in ``retry``: transient, sent again after a backoff (``Retry-After`` honoured);
-3. a status in ``fatal``: the destination is unusable as configured (credentials, URL, method): the
-   sync fails, nothing is committed;
-4. any other status: per-record results when the body has failures for some records, else every
-   record of the request is rejected into the ledger with the status and the API's ``error`` text.
+============================================  =================================================================
+the response                                  each record of the request
+============================================  =================================================================
+status in ``retry``                           sent again after a backoff (``Retry-After`` honoured)
+status in ``fatal``                           the sync fails, nothing committed (credentials, URL, method)
+status in ``success``, ``failed`` true         as a refused request (below); a body ``failed`` cannot read
+                                              (not JSON): sent again, "the API did not answer for this record"
+status in ``success``, no ``records``           acknowledged
+status in ``success``, results found           its result's outcome: acknowledged, rejected (``record_failed``),
+                                              or sent again (``record_retryable``); without a result
+                                              (``records_listed: all``, or a failure naming no record):
+                                              sent again, "the API did not answer for this record";
+                                              without a result, ``records_listed: failed``: acknowledged
+status in ``success``, no results list         ``records_listed: all``: sent again, "the API did not answer
+                                              for this record"; ``failed``: acknowledged
+any other status (a refused request)          results that fail records: those records get their outcome,
+                                              the others are sent again without them (a full list's
+                                              successes acknowledged); else every record rejected with the
+                                              status and the API's ``error``
+============================================  =================================================================
+
+A result names its record by ``match_result``/``match_record``, else by ``record_index``, else by its
+position when there is one result per record; a result naming no record of the request accounts for
+none. A ``2xx`` whose body says the request was refused (``{"status": 0, "error": ...}``, ``{"ok":
+false}``) is configured with ``failed``, a JMESPath predicate on the body: ``"failed": "status ==
+`0`"``.
 
 Redirects are the shared core's (:mod:`spark_jobs.sinks.rest.transport`): a 307/308 to the same
 origin is followed with the same method and body, any other redirect fails the sync.
@@ -131,7 +153,7 @@ def _nested(cls: type[Any]) -> Any:
 
 @dataclass(frozen=True, kw_only=True)
 class RestResponse(Options):
-    """How a response is read (the module docstring's four steps). The ``record_*`` expressions are
+    """How a response is read (the module docstring's decision table). The ``record_*`` expressions are
     evaluated on each item of the per-record results."""
 
     success: list[int | str] = option(factory=lambda: ["2xx"], check=statuses,
@@ -140,9 +162,16 @@ class RestResponse(Options):
                                     doc="statuses of a transient failure: sent again after a backoff")
     fatal: list[int | str] = option(factory=lambda: list(FATAL_STATUSES), check=statuses,
                                     doc="statuses that fail the sync (the destination is unusable as configured)")
+    failed: str | None = option(None, optional(jmespath_expression),
+                                doc="true for the body of a success status that says the request was refused "
+                                    "(e.g. status == `0`): read as a refused request")
     records: list[str] = option(factory=list, check=jmespath_list,
                                 doc="where the per-record results are: JMESPath expression(s), the first that "
                                     "gives a list is used; [] reads none")
+    records_listed: Literal["all", "failed"] | None = option(
+        None, doc="which records the results list: all (a record without a result is sent again) or only the "
+                  "failed ones (a record without one was applied); default: failed when record_failed is `true`, "
+                  "else all")
     record_failed: str = option("error || status == 'error'", jmespath_expression,
                                 doc="true for an item whose record failed")
     record_error: str = option("error || message", jmespath_expression,
@@ -163,6 +192,14 @@ class RestResponse(Options):
         if (self.match_result is None) != (self.match_record is None):
             raise ConfigError(f"{self.where()}: match_result and match_record go together (the item's value and "
                               "the record's value that must be equal)")
+
+    @property
+    def lists_all(self) -> bool:
+        """Whether the results list every record of a request (``records_listed``; a list whose every item
+        is a failure can only list the failures)."""
+        if self.records_listed is not None:
+            return self.records_listed == "all"
+        return self.record_failed.strip() != "`true`"
 
     @classmethod
     def static_where(cls) -> str:

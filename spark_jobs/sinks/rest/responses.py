@@ -1,13 +1,19 @@
-"""Reading a REST response into one outcome per record, as :class:`~spark_jobs.contract.rest.RestResponse`
-configures it (the order of the four steps: :mod:`spark_jobs.contract.rest`).
+"""Reading a REST response into one outcome per record of its request, as
+:class:`~spark_jobs.contract.rest.RestResponse` configures it (the decision table:
+:mod:`spark_jobs.contract.rest`).
+
+Every record ends with one outcome the response proves (design.md §9): acknowledged (``None``),
+rejected into the ledger with the API's reason (:class:`~spark_jobs.sinks.base.Rejected`) or sent again
+(:class:`~spark_jobs.sinks.base.Retry`). A response that does not account for a record — a results list
+that does not name it, a body that is not the one configured — never counts it as sent: it is sent
+again, and after the delivery's last attempt rejected with :data:`UNANSWERED`.
 
 Per-record results are found with JMESPath (the ``records`` expressions: the first that gives a list);
-each item that ``record_failed`` says failed is matched to its record — by ``match_result`` /
-``match_record`` values, else by the item's ``record_index``, else by its own position when the list
-holds one item per record — and becomes a :class:`~spark_jobs.sinks.base.Rejected` (into the ledger
-with the API's reason) or, when ``record_retryable`` says so, a :class:`~spark_jobs.sinks.base.Retry`.
-An item that names no record of the request fails the sync: the API and the configuration disagree,
-and guessing would put another record's failure in the ledger.
+each item is matched to its record — by ``match_result`` / ``match_record`` values, else by the item's
+``record_index``, else by its own position when the list holds one item per record — and an item that
+``record_failed`` says failed becomes a Rejected, or a Retry when ``record_retryable`` says so. An item
+that names no record of the request accounts for none: the API and the configuration disagree about
+it, and guessing would give another record its outcome.
 """
 
 from __future__ import annotations
@@ -19,8 +25,12 @@ from typing import Any, Callable, Sequence
 from spark_jobs.contract.rest import RestResponse, status_in
 from spark_jobs.contract.templating import to_json
 from spark_jobs.errors import DestinationError, RetryableError
+from spark_jobs.redaction import excerpt
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, Retry
 from spark_jobs.sinks.rest.transport import retry_after
+
+#: The reason of a record a response did not account for (sent again, then rejected with it).
+UNANSWERED = "the API did not answer for this record"
 
 
 @lru_cache(maxsize=256)
@@ -56,45 +66,96 @@ class Reply:
         return cls(response.status_code, response.reason or "", response.text,
                    body, retry_after(response.headers.get("Retry-After")))
 
+    @property
+    def unreadable(self) -> bool:
+        """A body that is there but is not JSON (an HTML page from a proxy, a truncated answer)."""
+        return self.body is None and bool(self.text.strip())
+
 
 def outcomes(config: RestResponse, reply: Reply, records: Sequence[ChangeRecord], sink: str,
              request: str, redact: Callable[[str], str] = str) -> list[Outcome]:
     """One outcome per record of a request (``request``: ``METHOD url``, for messages). A transient
-    status raises :class:`RetryableError`, a fatal one :class:`DestinationError`."""
-    status, size = reply.status, len(records)
+    status raises :class:`RetryableError`, a fatal one :class:`DestinationError` (their messages pass
+    through ``redact`` too, a preset's). Every text taken from the response is redacted before it is
+    cut (:func:`spark_jobs.redaction.excerpt`)."""
+    status = reply.status
     if status_in(status, config.success):
-        return _per_record(config, reply, records, sink, request) or [None] * size
-    if status_in(status, config.retry):
-        raise RetryableError(redact(f"HTTP {status} from {request}: {reply.text[:200]}"),
+        if config.failed is not None and reply.unreadable:
+            return [Retry(f"{UNANSWERED} (HTTP {status} from {request}: the body is not JSON)")] * len(records)
+        if config.failed is None or not _true(search(config.failed, reply.body)):
+            return _answered(config, reply, records, sink, request)
+    elif status_in(status, config.retry):
+        raise RetryableError(redact(f"HTTP {status} from {request}: {excerpt(reply.text, 200)}"),
                              retry_after=reply.retry_after)
-    if status_in(status, config.fatal):
-        raise DestinationError(redact(f"HTTP {status} {reply.reason} from {request}: {reply.text[:500]} (check the "
-                                      "URL, method and the connection's credentials)"))
-    per_record = _per_record(config, reply, records, sink, request)
-    if per_record is not None and any(per_record):
-        return per_record
+    elif status_in(status, config.fatal):
+        raise DestinationError(redact(f"HTTP {status} {reply.reason} from {request}: {excerpt(reply.text, 500)} "
+                                      "(check the URL, method and the connection's credentials)"))
+    return _refused(config, reply, records, sink)
+
+
+def _true(value: Any) -> bool:
+    return value is not None and value is not False and value != [] and value != {} and value != ""
+
+
+def _answered(config: RestResponse, reply: Reply, records: Sequence[ChangeRecord], sink: str,
+              request: str) -> list[Outcome]:
+    """A request that succeeded: each record as its result says; one without a result is sent again
+    when the results list every record (or a failure names none)."""
+    if not config.records:
+        return [None] * len(records)
+    results = _Results.read(config, reply.body, records, sink)
+    unanswered = Retry(f"{UNANSWERED} (HTTP {reply.status} from {request})")
+    if results is None:
+        return [unanswered if config.lists_all else None] * len(records)
+    missing = unanswered if config.lists_all or results.orphan_failure else None
+    return [results.named.get(i, missing) for i in range(len(records))]
+
+
+def _refused(config: RestResponse, reply: Reply, records: Sequence[ChangeRecord], sink: str) -> list[Outcome]:
+    """A request the API refused (a status that is no success, or a success the ``failed`` flag says
+    refused): the records its results say failed get their outcome; the others are sent again (those
+    a full results list says succeeded are acknowledged). Without a failure of its own in the results,
+    every record is rejected with the status and the API's ``error``."""
+    results = _Results.read(config, reply.body, records, sink) if config.records else None
+    if results is not None and any(o is not None for o in results.named.values()):
+        again = Retry(f"the request was refused (HTTP {reply.status}) for other records; sent again without them")
+        return [results.named[i] if i in results.named and (results.named[i] or config.lists_all) else again
+                for i in range(len(records))]
     reason = search(config.error, reply.body) if isinstance(reply.body, (dict, list)) else None
-    text = reason if isinstance(reason, str) and reason else reply.text[:500]
-    return [Rejected(redact(f"HTTP {status}: {text}"))] * size
+    text = excerpt(reason, 500) if isinstance(reason, str) and reason else excerpt(reply.text, 500)
+    return [Rejected(f"HTTP {reply.status}: {text}")] * len(records)
 
 
-def _per_record(config: RestResponse, reply: Reply, records: Sequence[ChangeRecord], sink: str,
-                request: str) -> list[Outcome] | None:
-    """Outcomes from the body's per-record results, or None when the body has none."""
-    items = _items(config, reply.body)
-    if items is None:
-        return None
-    found: list[Outcome] = [None] * len(records)
-    locate = _Locator(config, records, len(items) == len(records), request)
-    for position, item in enumerate(items):
-        if not search(config.record_failed, item):
-            continue
-        reason = search(config.record_error, item)
-        reason = reason if isinstance(reason, str) and reason else to_json(item)
-        outcome = Retry(reason) if search(config.record_retryable, item) else Rejected(f"{sink}: {reason}")
-        for index in locate(item, position):
-            found[index] = outcome
-    return found
+@dataclass
+class _Results:
+    """The per-record results of a body: the outcome of each record they name (a record named failed
+    and not failed counts as failed), and whether a failed result named no record of the request."""
+
+    named: dict[int, Outcome]
+    orphan_failure: bool
+
+    @classmethod
+    def read(cls, config: RestResponse, body: Any, records: Sequence[ChangeRecord], sink: str) -> _Results | None:
+        """None when the body has no results list."""
+        items = _items(config, body)
+        if items is None:
+            return None
+        results = cls({}, False)
+        locate = _Locator(config, records, len(items) == len(records))
+        for position, item in enumerate(items):
+            outcome = _failure(config, item, sink) if _true(search(config.record_failed, item)) else None
+            indices = locate(item, position)
+            results.orphan_failure |= outcome is not None and not indices
+            for index in indices:
+                if outcome is not None or index not in results.named:
+                    results.named[index] = outcome
+        return results
+
+
+def _failure(config: RestResponse, item: Any, sink: str) -> Outcome:
+    reason = search(config.record_error, item)
+    text = excerpt(reason if isinstance(reason, str) and reason else to_json(item), 500)
+    return Retry(text) if _true(search(config.record_retryable, item)) else Rejected(f"{sink}: {text}")
 
 
 def _items(config: RestResponse, body: Any) -> list[Any] | None:
@@ -108,10 +169,11 @@ def _items(config: RestResponse, body: Any) -> list[Any] | None:
 
 
 class _Locator:
-    """Which records of the request a result item is about (the module docstring)."""
+    """Which records of the request a result item is about (the module docstring); none when it names
+    no record of the request."""
 
-    def __init__(self, config: RestResponse, records: Sequence[ChangeRecord], full: bool, request: str):
-        self.config, self.size, self.full, self.request = config, len(records), full, request
+    def __init__(self, config: RestResponse, records: Sequence[ChangeRecord], full: bool):
+        self.config, self.size, self.full = config, len(records), full
         self.by_value: dict[str, list[int]] = {}
         if config.match_record is not None:
             for index, record in enumerate(records):
@@ -122,18 +184,13 @@ class _Locator:
     def __call__(self, item: Any, position: int) -> list[int]:
         if self.config.match_result is not None:
             values = search(self.config.match_result, item)
-            matched = [i for value in (values if isinstance(values, list) else [values])
-                       for i in self.by_value.get(_text(value), [])]
-            if not matched:
-                raise DestinationError(f"{self.request} reported an error for {values!r}, which matches no record "
-                                       f"it was sent (match_record: {self.config.match_record}): {to_json(item)[:500]}")
-            return matched
+            return [i for value in (values if isinstance(values, list) else [values])
+                    for i in self.by_value.get(_text(value), [])]
         index = search(self.config.record_index, item) if isinstance(item, dict) else None
         if index is None and self.full:
             index = position
         if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < self.size:
-            raise DestinationError(f"{self.request} reported an error for record index {index!r} of a batch of "
-                                   f"{self.size}: {item!r}")
+            return []
         return [index]
 
 
