@@ -12,24 +12,35 @@ cannot be forgotten:
 
 * **URL** — each value is percent-encoded whole (``quote(value, safe="")``): ``{{ key.email }}`` gives
   ``ann%40example.com``, a ``/`` or ``?`` in a value cannot change the path or the query. A null value
-  is refused (:class:`TemplateValueError`): a URL with ``None`` in it would address something else.
+  is refused (:class:`TemplateValueError`): a URL with ``None`` in it would address something else;
+  so is a value that makes a path segment empty, ``.`` or ``..`` (:func:`placed_url`), which clients
+  and servers read as another path (``/contacts/..`` is ``/``) — percent-encoding a dot does not help,
+  ``%2E`` is a dot to them.
 * **body** (JSON) — each value is written as a JSON value: ``"email": {{ data.email }}`` gives
   ``"email": "ann@example.com"`` (quotes, backslashes, control characters and any Unicode escaped as
   JSON requires), a number stays a number, null is ``null``, a dict or list becomes an object or
   array. So a body is written *without* quotes around ``{{ … }}``; the rendered body is checked to
   be JSON before it is sent.
-* **header** — the value as text; a line break is refused (it would start a new header).
+* **header** — the value as text; the whole header is refused unless it is visible ASCII with spaces
+  or tabs inside only (:func:`header_problem`): a line break would start a new header, a leading
+  space or a control character is refused by clients and servers, and anything beyond ASCII reaches
+  the API as Latin-1 bytes it reads as something else.
 
 Filters beyond Jinja's own: ``json`` (what the body does anyway, for use inside other expressions),
 ``compact`` (a dict without its null values: ``{{ data | compact }}``).
+
+``secrets`` is the destination connection's password and extras (``{{ secrets.password }}``,
+``{{ secrets.extra.<name> }}``), read on the executors from the environment the job was given: a body
+that needs a token takes it from there, so it never travels in the spec or XCom.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from typing import Any, Callable, Literal
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from jinja2 import StrictUndefined, TemplateSyntaxError, Undefined, meta
 from jinja2.exceptions import TemplateAssertionError
@@ -38,16 +49,23 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 Place = Literal["url", "body", "header"]
 
 #: The names a template of one record may use (an operation sent ``per: record``).
-RECORD_NAMES = frozenset({"op", "change", "key", "data", "record", "vars", "table", "consumer", "version",
-                          "idempotency_key"})
+RECORD_NAMES = frozenset({"op", "change", "key", "data", "record", "vars", "secrets", "table", "consumer",
+                          "version", "idempotency_key"})
 #: The names a template of a batch may use (an operation sent ``per: batch``): ``records`` is the
 #: list of records, each ``{"op", "change", "key", "data"}``; ``keys`` their keys.
-BATCH_NAMES = frozenset({"op", "records", "keys", "vars", "table", "consumer", "version", "idempotency_key"})
+BATCH_NAMES = frozenset({"op", "records", "keys", "vars", "secrets", "table", "consumer", "version",
+                         "idempotency_key"})
+#: What the URL's escaping puts around each value it places, so that :func:`placed_url` sees the path
+#: segments values made (private-use characters: a percent-encoded value never holds one).
+VALUE_START, VALUE_END = "\ue000", "\ue001"
+#: A header's value as clients and servers take it (RFC 9110 §5.5, without obsolete text): visible
+#: ASCII, with spaces and tabs inside only.
+_FIELD_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?")
 
 
 class TemplateValueError(ValueError):
-    """A value a template cannot place (a null in a URL, a line break in a header): the record is
-    rejected with this reason, the rest of the batch goes on."""
+    """A value a template cannot place (a null or ``..`` in a URL, a line break in a header): the
+    record is rejected with this reason, the rest of the batch goes on."""
 
 
 def to_json(value: Any) -> str:
@@ -79,19 +97,48 @@ def _url_value(value: Any) -> str:
         raise TemplateValueError("a value placed in the URL is null")
     if isinstance(value, bool):
         value = "true" if value else "false"
-    return quote(str(value), safe="")
+    return VALUE_START + quote(str(value), safe="") + VALUE_END
+
+
+def placed_url(text: str) -> str:
+    """A rendered URL template as it is sent: without the marks around its values, or refused when a
+    value made a path segment empty, ``.`` or ``..``."""
+    for segment in urlsplit(text).path.split("/"):
+        if VALUE_START in segment:
+            bare = segment.replace(VALUE_START, "").replace(VALUE_END, "")
+            if bare in ("", ".", ".."):
+                raise TemplateValueError(f"a value placed in the URL makes the path segment {bare!r}"
+                                         f"{'' if bare else ' (empty)'}, which a client or server would take "
+                                         "for another path")
+    return text.replace(VALUE_START, "").replace(VALUE_END, "")
+
+
+def body_json(value: Any) -> str:
+    """``value`` as the JSON of a body; a number JSON cannot carry (NaN, infinite) is refused."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False)
+    except ValueError:
+        raise TemplateValueError("a value placed in the body is NaN or infinite, which JSON cannot carry") from None
 
 
 def _body_value(value: Any) -> str:
     value = _defined(value)
-    return value if isinstance(value, JsonText) else to_json(value)
+    return value if isinstance(value, JsonText) else body_json(value)
 
 
 def _header_value(value: Any) -> str:
-    text = "" if _defined(value) is None else str(value)
-    if "\r" in text or "\n" in text:
-        raise TemplateValueError("a value placed in a header holds a line break")
-    return text
+    return "" if _defined(value) is None else str(value)
+
+
+def header_problem(value: str) -> str | None:
+    """What makes ``value`` no header value a client or server takes as it is; None when it is one."""
+    if _FIELD_VALUE.fullmatch(value):
+        return None
+    if value != value.strip(" \t"):
+        return "begins or ends with a space or a tab"
+    char = next(c for c in value if not (" " <= c <= "~" or c == "\t"))
+    kind = "a non-ASCII character" if ord(char) > 0x7f else "a control character"
+    return f"holds {kind} (U+{ord(char):04X})"
 
 
 _FINALIZE: dict[Place, Callable[[Any], str]] = {"url": _url_value, "body": _body_value, "header": _header_value}

@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
+from spark_jobs import redaction
 from spark_jobs.errors import ConfigError, DestinationError, RetryableError
 from spark_jobs.sinks.batch import ChangeBatch, ChangeRecord
 from spark_jobs.contract.destination_record import BuiltInDestination
@@ -40,9 +41,12 @@ OPERATIONS = ("upsert", "insert", "update", "delete")
 
 @dataclass(frozen=True)
 class Rejected:
-    """The destination refused this record for a reason that a resend will not fix by itself."""
+    """The destination refused this record for a reason that a resend will not fix by itself; or, with
+    ``sent=False``, the sink refused to send it as it is (a value it cannot place): that record's
+    problem alone, which never makes a change set "refused whole" (:mod:`spark_jobs.jobs.sync`)."""
 
     reason: str
+    sent: bool = True
 
 
 @dataclass(frozen=True)
@@ -186,6 +190,9 @@ class Sink:
 
     def __init__(self, config: SinkConfig):
         self.config = config
+        # on each executor as on the driver: what this process writes or raises is redacted of them
+        redaction.remember(config.password, login=config.connection.get("login"))
+        redaction.remember(*config.secrets.values())
         label = self.name or type(self).__name__
         self.options = self.options_class.parse(config.destination, label) if self.options_class else None
         if config.mode == "mirror" and not self.capabilities.supports_delete:

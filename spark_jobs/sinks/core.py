@@ -10,6 +10,9 @@ re-cuts the Arrow input into :class:`~spark_jobs.sinks.batch.ChangeBatch` es of 
 does its bookkeeping (outcomes, stats, retry subsets) per batch, so the only per-record Python left
 is whatever the sink itself chooses to do.
 
+What leaves a partition — its outcome rows, its exceptions, its log lines — is redacted of every secret
+the process knows (:mod:`spark_jobs.redaction`): an OAuth2 token an executor fetched is known there only.
+
 Concurrency: with ``concurrency > 1`` a partition keeps that many batches in flight on a thread pool,
 each thread with its own sink instance (sinks need not be thread-safe). This is safe because a change
 set holds one net change per key, so no two in-flight batches touch the same key.
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
+from spark_jobs import redaction
 from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.sinks.base import Outcome, Rejected, Retry, Sink
 from spark_jobs.sinks.batch import ChangeBatch
@@ -54,6 +58,8 @@ class Stats:
     updated: int = 0
     deleted: int = 0
     rejected: int = 0
+    #: of the rejected, those the sink refused to send as they are (never sent: Rejected(sent=False))
+    unsent: int = 0
     retried: int = 0
     batches: int = 0
     #: records per destination operation and outcome, e.g. {"upsert.ok": 9, "upsert.rejected": 1}
@@ -136,6 +142,7 @@ class _BatchDelivery:
         reason = "{}: the text in {} is not valid UTF-8 (JSON cannot carry it as it is)"
         self.rejects = [Reject(batch.ops[i], batch.changes[i], batch.ids[i], reason.format(self.sink.name, names), 1)
                         for i, names in not_utf8.items()]
+        self.stats.unsent += len(self.rejects)
         return batch.take(i for i in range(len(batch)) if i not in not_utf8)
 
     def run(self) -> list[Reject]:
@@ -182,6 +189,7 @@ class _BatchDelivery:
             self.stats.delivered(pending.ops[i], pending.changes[i])
         elif isinstance(outcome, Rejected):
             self._reject(i, outcome.reason)
+            self.stats.unsent += not outcome.sent
         elif isinstance(outcome, Retry):
             if self.attempts < self.policy.max_attempts:
                 return False
@@ -276,6 +284,7 @@ def _executor_logging() -> None:
     if not log.handlers and not logging.getLogger().handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.addFilter(redaction.FILTER)
         log.addHandler(handler)
         log.setLevel(logging.INFO)
 
@@ -328,8 +337,20 @@ def deliver_partition(
     fields: list[str],
 ) -> Iterator[Any]:
     """Executor entry (``mapInArrow``): send one partition's rows, yield outcome rows (see
-    ``OUTCOME_DDL``) as Arrow record batches."""
+    ``OUTCOME_DDL``) as Arrow record batches — redacted, as are its log lines and what it raises."""
     _executor_logging()
+    with redaction.redacting_logs():
+        try:
+            yield from _delivered(arrow_batches, make_sink, policy, key_fields, fields)
+        except Exception as exc:
+            clean = redaction.redacted_error(exc)
+            if clean is exc:
+                raise
+            raise clean from None
+
+
+def _delivered(arrow_batches: Iterable[Any], make_sink: Callable[[], Sink], policy: DeliveryPolicy,
+               key_fields: list[str], fields: list[str]) -> Iterator[Any]:
     lanes = _Lanes(make_sink, policy)
     limiter = RateLimiter(policy.rate_limit) if policy.rate_limit else None
     partition = _partition_id()
@@ -339,7 +360,7 @@ def deliver_partition(
         batches = chunks(arrow_batches, policy.size, key_fields, fields)
         for rejects in _sent_batches(batches, lanes, policy, limiter):
             for op, change, ident, reason, attempts in rejects:
-                refused.append(("reject", op, change, ident, str(reason)[:2000], attempts, None))
+                refused.append(("reject", op, change, ident, redaction.excerpt(str(reason), 2000), attempts, None))
             if len(refused) >= OUTCOME_BATCH:
                 yield _outcome_batch(refused)
                 refused = []

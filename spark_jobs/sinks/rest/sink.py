@@ -5,8 +5,11 @@ grouped by operation, each group sent one record per request (``per: record``) o
 most ``batch_size`` records (``per: batch``), in order, one after the other on this sink's thread
 (the core's ``concurrency`` runs several sinks side by side). Each request waits for the sync's
 ``requests_per_second`` share first (:meth:`~spark_jobs.sinks.base.Sink.request_slot`) and retries
-included. Outcomes come from the response (:mod:`.responses`); a template value that cannot be placed
-(a null in the URL) rejects that record alone.
+included. Outcomes come from the response (:mod:`.responses`), one per record, each proven by it; a
+template value that cannot be placed (a null or ``..`` in the URL, a control character in a header, a
+NaN in the body) rejects that record alone. What is wrong for every record — a template, a header of
+the configuration or the connection, the credentials — fails the sync before anything is sent
+(:meth:`RestSink.prepare`, and the sink's construction on the driver).
 
 Transient failures: when the first request of a batch fails transiently (429, 5xx, timeout, refused
 connection) the whole batch is retried by the core — the destination is down or overloaded, and when
@@ -23,7 +26,7 @@ from jinja2.exceptions import SecurityError, UndefinedError
 
 from spark_jobs.contract.rest import MODE_OPERATIONS, RestOptions
 from spark_jobs.contract.catalogue import REST
-from spark_jobs.contract.templating import TemplateValueError
+from spark_jobs.contract.templating import TemplateValueError, header_problem
 from spark_jobs.errors import ConfigError, RetryableError
 from spark_jobs.sinks.base import ChangeBatch, ChangeRecord, Outcome, Rejected, Retry, Sink, SinkCapabilities
 from spark_jobs.sinks.base import SinkConfig
@@ -54,11 +57,28 @@ class RestSink(Sink):
             raise ConfigError(f"The {self.name} destination needs 'base_url' or a connection with a host: its "
                               "operation URLs are relative")
         self.base_url = base or ""
-        self.run = Run(config.table, config.consumer, config.to_version, dict(self.rest.vars))
+        secrets = {"password": config.password, "extra": config.connection_extra()}
+        self.run = Run(config.table, config.consumer, config.to_version, dict(self.rest.vars),
+                       {k: v for k, v in secrets.items() if v is not None})
         self.timeout = tuple(self.rest.timeout) if isinstance(self.rest.timeout, list) else self.rest.timeout
         self.session: Any = None  # a requests.Session, opened per sending thread
         self.auth = Authenticator(self.rest.auth, config.connection.get("login"), config.password,
                                   config.connection_extra(), self.timeout, self.rest.verify, self.base_url)
+
+    def _check_constant_headers(self) -> None:
+        """The headers every request carries (the options', the connection's extras, the credentials a
+        header holds) are configuration: one a client cannot send fails the sync, naming it (never its
+        value, which may be a secret)."""
+        constant = {**(self.rest.headers or {}), **connection_headers(self.config.connection_extra())}
+        if self.auth.kind == "bearer":
+            constant["Authorization"] = f"Bearer {self.config.password}"
+        elif self.auth.kind == "api_key" and not self.rest.auth.query:
+            constant[self.rest.auth.header] = f"{self.rest.auth.prefix}{self.config.password}"
+        for name, value in constant.items():
+            problem = header_problem(value)
+            if problem:
+                raise ConfigError(f"The {self.name} destination's header {name!r} (from its options, its connection's "
+                                  f"extras or its credentials) {problem}; a header carries visible ASCII text")
 
     # --- what a preset overrides ----------------------------------------------------------------
     def rest_options(self) -> RestOptions:
@@ -80,8 +100,11 @@ class RestSink(Sink):
 
     # --- driver side ----------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
-        """Render every operation's templates for a made-up record of the sync's fields, so that a
-        template naming a field the records lack fails now, before anything is sent."""
+        """Render every operation's templates for a made-up record of the sync's fields (plain values:
+        ``x``, ``1``), so that a template naming a field the records lack, or one that places even a
+        plain value where it cannot go (a URL the client would send elsewhere), fails now, before
+        anything is sent."""
+        self._check_constant_headers()
         key = {name: _SAMPLE.get(schema.get(name, ""), "x") for name in self.config.key_fields}
         data = {name: _SAMPLE.get(schema.get(name, ""), "x") for name in self.config.fields}
         for op in self.rest.operations:
@@ -89,8 +112,9 @@ class RestSink(Sink):
                                   change="delete" if op == "delete" else "insert", id="{}")
             try:
                 self._request(op, [record])
-            except TemplateValueError:
-                pass  # a value the made-up record cannot stand for; real records are judged one by one
+            except TemplateValueError as exc:
+                raise ConfigError(f"The {self.name} destination's {op} operation: its templates cannot place a plain "
+                                  f"made-up record ({key}): {exc}") from None
             except ConfigError as exc:
                 raise ConfigError(f"{exc} (checked before sending, with the sync's fields {self.config.fields})") \
                     from None
@@ -149,7 +173,7 @@ class RestSink(Sink):
         try:
             request = self._request(op, records)
         except TemplateValueError as exc:
-            return [Rejected(f"{self.name}: {exc}")] * len(records)
+            return [Rejected(f"{self.name}: {exc}", sent=False)] * len(records)
         return self.read_response(request, self._exchange(request))
 
     def _request(self, op: str, records: Sequence[ChangeRecord]) -> RestRequest:

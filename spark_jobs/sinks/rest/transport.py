@@ -42,6 +42,26 @@ def joined(base: str, url: str) -> str:
     return base.rstrip("/") + "/" + url.lstrip("/") if url else base
 
 
+def as_sent(url: str) -> str:
+    """``url`` as the HTTP client (requests, urllib3) prepares it — its path normalised, its escapes
+    re-quoted —, compared with the URL rendered: scheme and host as the rendered URL spells them when
+    they differ only in case (a host is case-insensitive); "" when the client refuses it as no URL."""
+    from requests.exceptions import RequestException
+    from requests.models import PreparedRequest
+
+    prepared = PreparedRequest()
+    try:
+        prepared.prepare_url(url, None)
+    except (RequestException, ValueError):
+        return ""
+    sent, rendered = urlsplit(prepared.url or ""), urlsplit(url)
+    if (sent.scheme, sent.netloc) == (rendered.scheme.lower(), rendered.netloc.lower()):
+        sent = sent._replace(scheme=rendered.scheme, netloc=rendered.netloc)
+    if sent.path == "/" and not rendered.path:  # the client asks for "/" where the URL names no path
+        sent = sent._replace(path="")
+    return sent.geturl()
+
+
 def connection_headers(extra: dict[str, Any]) -> dict[str, str]:
     """The headers a connection's extras give (the module docstring)."""
     headers = extra.get("headers")
