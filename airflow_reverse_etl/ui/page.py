@@ -25,7 +25,7 @@ h1{font-size:20px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}h3{font-siz
 table{border-collapse:collapse;margin-top:6px;font-size:13px}
 th,td{border-bottom:1px solid #e9ecef;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f8f9fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.status-failed,.status-too_many_rejects,.error{color:#c92a2a}.status-success,.status-already_delivered{color:#2b8a3e}
+.status-failed,.status-refused,.status-too_many_rejects,.error{color:#c92a2a}.status-success,.status-already_delivered{color:#2b8a3e}
 code{font-size:12px}
 """
 

@@ -28,7 +28,7 @@ REJECT_COLUMNS = REJECTS.columns
 OPERATIONS = ("inserted", "updated", "deleted")
 OUTCOMES = ("rejected",)
 #: statuses of a run that did not deliver what it planned
-FAILED = frozenset({"failed", "too_many_rejects"})
+FAILED = frozenset({"failed", "refused", "too_many_rejects"})
 #: the chart shows at most this many of the latest logical days
 MAX_DAYS = 30
 

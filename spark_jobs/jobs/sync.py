@@ -31,6 +31,14 @@ Around delivery:
 * ``max_reject_fraction``: when more of the sent records were refused, the task fails — after the
   ledger, the commit and the run history are written, so what succeeded stays committed and the
   failure is an alert, not a loss.
+* A change set the destination refused whole — records of it sent and refused, and not one delivered,
+  which is what a wrong configuration, credential or API looks like — fails the task *without*
+  committing, whatever ``max_reject_fraction`` says below 1 (:func:`~spark_jobs.jobs.sync_report.refused_whole`):
+  its records are in the ledger with the destination's reasons, the consumer stays where it was, and a
+  re-run once the cause is fixed sends the same change set again. ``max_reject_fraction=1`` accepts even
+  that (the sync commits, as for any rejects). Records the sink refused to send as they are (a value it
+  cannot place: one record's problem, ``stats.unsent``) and ledger rows refused again alone leave a run
+  green.
 * ``dry_run``: the would-be operations are written to ``plans/<consumer>/<table>`` and nothing is
   sent or committed.
 * Every run, failed ones included, appends a row to the run history (:mod:`spark_jobs.state.runs`).
@@ -55,7 +63,7 @@ from spark_jobs.errors import AlreadyDeliveredError, DestinationError
 from spark_jobs.jobs.delivery import Delivered, deliver_change_set
 from spark_jobs.jobs.sync_commit import commit, settle_ledger
 from spark_jobs.jobs.sync_plan import SyncPlan, plan_sync, write_plan
-from spark_jobs.jobs.sync_report import SyncReport
+from spark_jobs.jobs.sync_report import SyncReport, refused_whole
 from spark_jobs.sinks import resolve_sink
 from spark_jobs.sinks.base import Sink
 
@@ -94,7 +102,8 @@ def _sync(spark: SparkSession, report: SyncReport) -> SyncResult:
         if plan.ledger is not None or delivered.stats.rejected:
             settle_ledger(spark, plan, delivered, report.sink_name)
         crashpoints.reached("sink.ledger_settled")
-        committed = commit(spark, plan, delivered) if plan.expected is not None else False
+        if plan.expected is not None and not refused_whole(plan, delivered):
+            committed = commit(spark, plan, delivered)
     except AlreadyDeliveredError:
         raise  # not a failure: run_sync reports it as delivered
     except Exception as exc:

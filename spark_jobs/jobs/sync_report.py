@@ -1,7 +1,7 @@
 """What a sync reports of itself: its run-history row (:mod:`spark_jobs.state.runs`) and its result
 (:class:`~spark_jobs.contract.SyncResult`, the task's XCom), built from the same figures in one place,
-with the destination's most frequent reasons for refusing records (:func:`top_reasons`) and the rule
-that fails a sync with too many of them.
+with the destination's most frequent reasons for refusing records (:func:`top_reasons`) and the rules
+that fail a sync with too many of them (:meth:`SyncReport.finish`, :func:`refused_whole`).
 
 A :class:`SyncReport` holds what is known before anything happens (the spec, the sink, the start);
 each step of the sync returns what it learnt — the plan (:class:`~spark_jobs.jobs.sync_plan.SyncPlan`),
@@ -53,6 +53,15 @@ def top_reasons(refused: DataFrame) -> list[dict[str, Any]]:
     return [{"reason": row["reason"], "count": int(row["count"])} for row in grouped.limit(TOP_REASONS).collect()]
 
 
+def refused_whole(plan: SyncPlan, delivered: Delivered) -> bool:
+    """Whether the destination refused the change set whole (:mod:`spark_jobs.jobs.sync`): records of
+    it sent and refused — not only records the sink could not send as they are (``stats.unsent``) —,
+    none of anything delivered, and ``max_reject_fraction`` below 1. Such a sync commits nothing."""
+    stats, fraction = delivered.stats, plan.spec.max_reject_fraction
+    accepts_all = fraction is not None and fraction >= 1
+    return plan.records > plan.resent and stats.rejected > stats.unsent and stats.sent == 0 and not accepts_all
+
+
 @dataclass(frozen=True)
 class SyncReport:
     """One sync's report (the module docstring)."""
@@ -84,24 +93,30 @@ class SyncReport:
         return self.result(self.record("dry_run", plan), plan, dry_run=True, plan=written, outputs=[written])
 
     def finish(self, plan: SyncPlan, delivered: Delivered, committed: bool) -> SyncResult:
-        """Record a sync that delivered and return its result; more rejects than ``max_reject_fraction``
-        allows (or every record of the change set) fail the task after that, what was delivered staying
-        committed."""
+        """Record a sync that delivered and return its result; a change set refused whole (nothing
+        committed) or more rejects than ``max_reject_fraction`` allows (what was delivered committed)
+        fail the task after that."""
         spec, stats = self.spec, delivered.stats
         fraction, total, rejected = spec.max_reject_fraction, plan.records, stats.rejected
-        # A change set the destination refused whole was not delivered at all: never green, whatever the
-        # fraction (ledger rows that are refused again alone leave the run green, as before).
-        refused_all = total > plan.resent and rejected >= total
-        too_many = refused_all or (fraction is not None and rejected > fraction * total)
-        row = self.record("too_many_rejects" if too_many else "success", plan, delivered, committed)
+        refused = refused_whole(plan, delivered)
+        too_many = not refused and fraction is not None and rejected > fraction * total
+        row = self.record("refused" if refused else "too_many_rejects" if too_many else "success", plan, delivered,
+                          committed)
         reasons = top_reasons(delivered.refused) if rejected else None
-        if too_many:
-            limit = "every one of them" if refused_all else f"more than max_reject_fraction={fraction:g}"
+        said = "; ".join(f"{r['reason']} ({r['count']})" for r in reasons or [])
+        if refused:
             raise DestinationError(
-                f"{rejected} of {total} records ({rejected / total:.1%}) were rejected by {self.label}, {limit}. "
-                f"The {stats.sent} delivered records are committed (version {spec.to_version}); the rejected "
-                "ones are in _system/rejects with their errors and will be sent again on the next run. Most "
-                "frequent reasons: " + "; ".join(f"{r['reason']} ({r['count']})" for r in reasons or []))
+                f"{self.label} refused this change set whole: {rejected} of its {total} records rejected, none "
+                "delivered (a wrong configuration, credential or API looks like this). Nothing was committed: the "
+                f"consumer stays at version {spec.from_version}, the records are in _system/rejects with the "
+                "destination's reasons, and a re-run of this task once the cause is fixed sends the same change set "
+                f"again (max_reject_fraction=1 would accept it). Most frequent reasons: {said}")
+        if too_many:
+            raise DestinationError(
+                f"{rejected} of {total} records ({rejected / total:.1%}) were rejected by {self.label}, more than "
+                f"max_reject_fraction={fraction:g}. The {stats.sent} delivered records are committed (version "
+                f"{spec.to_version}); the rejected ones are in _system/rejects with their errors and will be sent "
+                f"again on the next run. Most frequent reasons: {said}")
         return self.result(row, plan, committed=committed, stats=stats.__dict__, delivery_s=delivered.seconds,
                            delivered_from=delivered.where, reject_reasons=reasons,
                            outputs=[{"name": self.label, "uri": None, "version": None}])

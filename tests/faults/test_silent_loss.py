@@ -134,14 +134,19 @@ def test_destination_table_dropped_by_hand(spark, warehouse, tmp_path):
 
 @pytest.mark.fault("destination fault", "HTTP destination refusing every batch (400): the run fails, nothing lost")
 def test_a_sync_the_destination_refused_whole_is_not_green(spark, warehouse, tmp_path, http_destination):
+    """Issue 43 §7: a change set refused whole fails without committing; once the cause is fixed, a
+    re-run of the same sync (a cleared task) delivers it."""
     server = http_destination
     server.respond_400(times=None)
     p = Pipeline(spark, warehouse, tmp_path)
     changes = p.step(ROWS)
     error = p.sync_error(changes, {"type": "http", "url": server.url})  # max_reject_fraction left at None
     assert error["type"] == "DestinationError", error
-    assert "20 of 20 records (100.0%) were rejected" in error["message"] and "every one" in error["message"]
-    assert len(p.ledger()) == 20 and p.runs()[-1]["status"] == "too_many_rejects"
-    server.clear_faults()  # fixed: the next run re-sends the ledger's records
-    result = p.sync(p.step(ROWS), {"type": "http", "url": server.url})
-    assert result["resent"] == 20 and as_rows(server) == ROWS and p.ledger() == []
+    assert "refused this change set whole: 20 of its 20 records rejected, none delivered" in error["message"], error
+    assert "Nothing was committed" in error["message"], error
+    assert p.committed() is None and len(p.ledger()) == 20
+    run = p.runs()[-1]
+    assert (run["status"], run["committed"], run["rejected"]) == ("refused", False, 20)
+    server.clear_faults()  # fixed: the task is cleared, the same change set goes again
+    result = p.sync(changes, {"type": "http", "url": server.url})
+    assert result["committed"] and as_rows(server) == ROWS and p.ledger() == [] and p.committed() == 0
