@@ -14,6 +14,7 @@ from airflow_reverse_etl.operators.base import DATE_ORDERED, ReverseEtlJobOperat
 from airflow_reverse_etl.sink_templates import kept_from_rendering, marked, unwrapped
 from spark_jobs.contract.destinations import destination_target
 from spark_jobs.contract import SyncSpec, change_set_fields, resolved_at_run_time
+from spark_jobs.redaction import secret_values  # import-safe: plain Python
 
 if TYPE_CHECKING:
     from airflow.sdk import Context, XComArg
@@ -118,6 +119,7 @@ class SinkOperator(ReverseEtlJobOperator):
 
     def build_spec(self, context: Context) -> tuple[SyncSpec, dict[str, str]]:
         destination = dict(unwrapped(self.destination))  # when Airflow did not render
+        refuse_secret_vars(destination)
         secrets: dict[str, str] = {}
         if self.destination_conn_id:
             settings, secrets = destination_settings(self.destination_conn_id)
@@ -182,6 +184,26 @@ def delivery_options(batch_size: int | None, concurrency: int, rate_limit: float
     """The spec's ``delivery``: the operator's own arguments for it, then its ``delivery`` dict, which
     wins (the same at DAG parse time and when the task runs, so a bad batch size fails the import)."""
     return {"batch_size": batch_size, "concurrency": concurrency, "rate_limit": rate_limit, **(delivery or {})}
+
+
+def refuse_secret_vars(destination: dict[str, Any]) -> None:
+    """Refuse a destination whose ``vars`` carry a value Airflow masks as a secret (a connection's
+    password rendered into them, a secret Variable): vars travel in the job spec and the task's XCom.
+    A template reads the destination connection's secrets on the Spark side instead."""
+    # the task SDK's masker (what airflow.sdk.log masks task logs with, and re-exports without declaring it)
+    from airflow.sdk._shared.secrets_masker import redact
+
+    variables = destination.get("vars")
+    if not isinstance(variables, dict):
+        return
+    secret = sorted(name for name, value in variables.items()
+                    if any(redact(text) != text for text in secret_values(value)))
+    if secret:
+        raise ReverseEtlConfigError(
+            f"The destination's vars {secret} carry a value Airflow masks as a secret; vars travel in the job's spec "
+            "and the task's XCom. Give the destination connection the secret (its password, or an extra) and read "
+            "it in the template: {{ secrets.password }} or {{ secrets.extra.<name> }}, rendered on the Spark side "
+            "from the connection.")
 
 
 def destination_alias(destination: dict[str, Any], conn_id: str | None, task_id: str) -> AssetAlias:

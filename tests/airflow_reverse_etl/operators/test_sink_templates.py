@@ -43,3 +43,18 @@ def test_a_bad_rest_destination_fails_the_dag_import(change, message):
     with pytest.raises(ReverseEtlConfigError) as failure:
         sink({**untemplated, **change})
     assert message in str(failure.value)
+
+
+def test_vars_carrying_a_secret_airflow_masks_are_refused_with_the_way_to_read_it():
+    """Issue 43 §6: ``"vars": {"token": "{{ conn.x.password }}"}`` would put the token in the spec and
+    XCom; the connection's secrets are read by the template on the Spark side instead."""
+    from airflow.sdk.log import mask_secret
+
+    token = "tok-3f9a7c1e-masked"
+    mask_secret(token)  # what Airflow does with a connection's password it hands a template
+    task = sink({**DESTINATION, "vars": {"day": "2026-01-02", "auth": {"token": f"Bearer {token}"}}})
+    with pytest.raises(ReverseEtlConfigError) as failure:
+        task.execute({"run_id": "r", "logical_date": None})
+    message = str(failure.value)
+    assert "vars ['auth'] carry a value Airflow masks as a secret" in message and token not in message
+    assert "{{ secrets.password }} or {{ secrets.extra.<name> }}" in message
