@@ -25,8 +25,9 @@ once the queue is empty the API behaves. A behaviour says which of the request's
 ``fewer``      a batch: results for the first ``keep`` applied records only
 ``reordered``  a batch: the results of ``ok`` in reverse order
 ``unknown``    a batch: the results of ``fewer`` plus one naming an id never sent
+``no_list``    a batch: ``200 {"accepted": true}``, no results at all
+               (these four answer a single record as ``ok`` does: it has no results to shorten)
 ``flag``       ``200 {"ok": false, "status": 0, "error": ...}``: a refusal inside a success
-``no_list``    ``200 {"accepted": true}``: no results at all
 ``not_json``   ``200`` with an HTML page
 ``status``     ``status`` (429, 503, ...) with ``{"message": ...}`` and ``Retry-After: 0``
 ``slow``       answered ``slow`` seconds later (past the client's timeout)
@@ -235,10 +236,10 @@ def _answer(behaviour: Behaviour, writes: list[Write], applied: list[bool], batc
     kind = behaviour.answer
     if kind == "flag":
         return 200, {"ok": False, "status": 0, "error": "the request was not accepted"}
-    if kind == "no_list":
-        return 200, {"accepted": True}
     if kind == "not_json":
         return 200, b"<html><body>Service temporarily rerouted</body></html>"
+    if kind == "no_list" and batch:
+        return 200, {"accepted": True}
     if not batch:
         if applied[0]:
             return (204, None) if writes[0].op == "delete" else (200, {"id": writes[0].id})
