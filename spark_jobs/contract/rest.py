@@ -27,15 +27,15 @@ the response                                  each record of the request
 ============================================  =================================================================
 status in ``retry``                           sent again after a backoff (``Retry-After`` honoured)
 status in ``fatal``                           the sync fails, nothing committed (credentials, URL, method)
-status in ``success``, ``failed`` true         as a refused request (below); a body ``failed`` cannot read
+status in ``success``, ``failed`` true        as a refused request (below); a body ``failed`` cannot read
                                               (not JSON): sent again, "the API did not answer for this record"
-status in ``success``, no ``records``           acknowledged
-status in ``success``, results found           its result's outcome: acknowledged, rejected (``record_failed``),
+status in ``success``, no ``records``         acknowledged
+status in ``success``, results found          its result's outcome: acknowledged, rejected (``record_failed``),
                                               or sent again (``record_retryable``); without a result
                                               (``records_listed: all``, or a failure naming no record):
                                               sent again, "the API did not answer for this record";
                                               without a result, ``records_listed: failed``: acknowledged
-status in ``success``, no results list         ``records_listed: all``: sent again, "the API did not answer
+status in ``success``, no results list        ``records_listed: all``: sent again, "the API did not answer
                                               for this record"; ``failed``: acknowledged
 any other status (a refused request)          results that fail records: those records get their outcome,
                                               the others are sent again without them (a full list's
