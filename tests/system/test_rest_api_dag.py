@@ -4,18 +4,20 @@ limit) and a real SMTP server: day 1 delivers all but the customer whose email t
 goes to the reject ledger with the API's reason and makes the SmtpNotifier send the data team an email
 with the counts, the grouped reason and the syncs page — not the customer's data; day 2 (the email
 corrected, a customer deleted) leaves the API equal to the source and the ledger empty. Neither the
-client secret nor a token the API issued is left in a task log, an XCom or the warehouse."""
+client secret nor a token the API issued is left, in any of its wire forms (percent-encoded, JSON-escaped,
+base64 of basic auth's ``client:secret``), in a task log, an XCom, the warehouse or the Airflow home."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import logging
+from pathlib import Path
 
 import pendulum
 
 from tests_common.paths import REPO
-from tests_common.secrets import assert_nowhere, warehouse_places
+from tests_common.secrets import assert_nowhere, encodings, warehouse_places
 
 CLIENT_ID, CLIENT_SECRET = "aretl-example-client", "cs-5b1e0c9d7a"
 
@@ -75,5 +77,7 @@ def test_the_example_dag_syncs_to_an_api_without_a_preset_and_alerts_on_rejects(
     out, err = capfd.readouterr()
     places = {"task logs": caplog.text + out + err, "xcom": json.dumps(sync, default=str),
               "Spark Connect server log": spark_default_on_connect.log_file.read_text(errors="replace"),
-              **warehouse_places(spark, tmp_path / "warehouse")}
-    assert_nowhere([CLIENT_SECRET, *issued], places)
+              **warehouse_places(spark, tmp_path / "warehouse"),
+              **{str(path): path.read_bytes().decode("latin-1") for path in Path(airflow_db).rglob("*")
+                 if path.is_file()}}
+    assert_nowhere(encodings(CLIENT_SECRET, CLIENT_ID).union(*(encodings(token) for token in issued)), places)
