@@ -30,7 +30,9 @@ error taxonomy every layer raises and the Airflow side maps) with :mod:`.error_c
 Spark, Delta, JVM and Python failures it explains), :mod:`.column_lineage` (which input
 columns each output column of a job came from, derived by the entry point from the job's spec and
 result), :mod:`.env_secrets` and :mod:`.kafka_clients` (connection settings and secrets from the
-environment, shared by a source and a sink alike), :mod:`.progress` (progress lines in the task
-log) and :mod:`.crashpoints` (the named points where tests kill a job). ``log4j2.properties`` is the
+environment, shared by a source and a sink alike) with :mod:`.redaction` (those secrets, and the
+tokens a job fetches, replaced in every wire form wherever a job's outputs leave it),
+:mod:`.progress` (progress lines in the task log) and :mod:`.crashpoints` (the named points where
+tests kill a job). ``log4j2.properties`` is the
 driver's logging configuration, shipped as package data.
 """
