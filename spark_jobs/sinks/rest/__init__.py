@@ -32,7 +32,12 @@ Optional hooks, for what configuration cannot say:
   vendor's response (raise :class:`~spark_jobs.errors.RetryableError` for a transient failure of the
   whole request, :class:`~spark_jobs.errors.DestinationError` to fail the sync);
 * :meth:`~spark_jobs.sinks.base.Sink.prepare` ``(schema)`` — check the destination on the driver
-  before anything is sent (call ``super().prepare(schema)``, which renders every template once).
+  before anything is sent (call ``super().prepare(schema)``, which renders every template once for a
+  made-up record and checks the headers every request carries: what fails there fails the sync).
+
+A record whose values a template cannot place (:class:`~spark_jobs.contract.templating.TemplateValueError`)
+is rejected alone, as ``Rejected(reason, sent=False)``; a response is read so that every record of the
+request gets one outcome it proves (:mod:`.responses`).
 
 A :class:`~spark_jobs.sinks.rest.rendering.RestRequest` carries the operation, the records, the
 template context and the rendered method, URL, headers and body. The shared core does the rest:
