@@ -54,7 +54,7 @@ def test_a_short_multi_status_answer_sends_the_unanswered_records_again(fault_ap
     """Issue 43 §1: a batch of 5, the API applies the first and answers 207 with its result only."""
     fault_api.script(Behaviour("fewer", apply=(True, False, False, False, False)))
     done = deliver(rest(fault_api, {"upsert": BATCH}), [item(i) for i in range(5)], KEY, FIELDS,
-                   backoff_initial=0.001)
+                   backoff_initial=0.001, backoff_max=0.01)
     assert fault_api.state == stored(*range(5))
     assert done.rejects == [] and done.stats["sent"] == 5 and done.stats["retried"] == 4
 
@@ -62,7 +62,7 @@ def test_a_short_multi_status_answer_sends_the_unanswered_records_again(fault_ap
 def test_records_the_api_never_answers_for_are_rejected_saying_so(fault_api):
     fault_api.script(*[Behaviour("fewer", apply=(False,))] * 3)  # 207 with no result, three times
     done = deliver(rest(fault_api, {"upsert": BATCH}), [item(i) for i in range(3)], KEY, FIELDS, max_attempts=3,
-                   backoff_initial=0.001)
+                   backoff_initial=0.001, backoff_max=0.01)
     assert done.stats["sent"] == 0 and fault_api.state == {}
     assert sorted(key for key, _ in done.rejects) == ['{"id":0}', '{"id":1}', '{"id":2}']
     assert all(reason.endswith(UNANSWERED + " (HTTP 207 from POST " + fault_api.url + "/items/batch)")
@@ -72,7 +72,8 @@ def test_records_the_api_never_answers_for_are_rejected_saying_so(fault_api):
 def test_a_successful_result_naming_a_record_never_sent_accounts_for_none(fault_api):
     """Issue 43 §7: the second record is not applied; the answer's second result names an id never sent."""
     fault_api.script(Behaviour("unknown", apply=(True, False)))
-    done = deliver(rest(fault_api, {"upsert": BATCH}), [item(1), item(2)], KEY, FIELDS, backoff_initial=0.001)
+    done = deliver(rest(fault_api, {"upsert": BATCH}), [item(1), item(2)], KEY, FIELDS, backoff_initial=0.001,
+                   backoff_max=0.01)
     assert fault_api.state == stored(1, 2) and done.stats["sent"] == 2 and done.stats["retried"] == 1
 
 
@@ -82,7 +83,7 @@ def test_a_successful_result_naming_a_record_never_sent_accounts_for_none(fault_
 def test_a_success_status_without_the_results_counts_nothing_as_sent(fault_api, answer):
     fault_api.script(*[Behaviour(answer, apply=(False,))] * 2)
     done = deliver(rest(fault_api, {"upsert": BATCH}), [item(i) for i in range(3)], KEY, FIELDS, max_attempts=2,
-                   backoff_initial=0.001)
+                   backoff_initial=0.001, backoff_max=0.01)
     assert done.stats["sent"] == 0 and fault_api.state == {}
     assert len(done.rejects) == 3 and all(UNANSWERED in reason for _, reason in done.rejects)
 
@@ -159,7 +160,7 @@ def test_secrets_an_api_quotes_back_are_in_no_reason_message_or_log(fault_api, c
     said += [reason for _, reason in deliver(sinks["per_record"], [item(1), item(2)], KEY, FIELDS).rejects]
     fault_api.script(Behaviour("unknown", apply=(False,), unknown_status=422))
     said += [reason for _, reason in deliver(sinks["batch"], [item(3), item(4)], KEY, FIELDS,
-                                             backoff_initial=0.001).rejects]
+                                             backoff_initial=0.001, backoff_max=0.01).rejects]
     fault_api.script(Behaviour("redirect"))
     with pytest.raises(DestinationError) as redirected:
         deliver(sinks["per_record"], [item(5)], KEY, FIELDS)
