@@ -65,21 +65,6 @@ class RestSink(Sink):
         self.auth = Authenticator(self.rest.auth, config.connection.get("login"), config.password,
                                   config.connection_extra(), self.timeout, self.rest.verify, self.base_url)
 
-    def _check_constant_headers(self) -> None:
-        """The headers every request carries (the options', the connection's extras, the credentials a
-        header holds) are configuration: one a client cannot send fails the sync, naming it (never its
-        value, which may be a secret)."""
-        constant = {**(self.rest.headers or {}), **connection_headers(self.config.connection_extra())}
-        if self.auth.kind == "bearer":
-            constant["Authorization"] = f"Bearer {self.config.password}"
-        elif self.auth.kind == "api_key" and not self.rest.auth.query:
-            constant[self.rest.auth.header] = f"{self.rest.auth.prefix}{self.config.password}"
-        for name, value in constant.items():
-            problem = header_problem(value)
-            if problem:
-                raise ConfigError(f"The {self.name} destination's header {name!r} (from its options, its connection's "
-                                  f"extras or its credentials) {problem}; a header carries visible ASCII text")
-
     # --- what a preset overrides ----------------------------------------------------------------
     def rest_options(self) -> RestOptions:
         """The REST description of this destination. The ``rest`` sink's options are it; a preset
@@ -119,13 +104,31 @@ class RestSink(Sink):
                 raise ConfigError(f"{exc} (checked before sending, with the sync's fields {self.config.fields})") \
                     from None
 
+    def _check_constant_headers(self) -> None:
+        """The headers every request carries (the options', the connection's extras, the credentials a
+        header holds) are configuration: one a client cannot send fails the sync, naming it (never its
+        value, which may be a secret)."""
+        constant = self._constant_headers()
+        if self.auth.kind == "bearer":
+            constant["Authorization"] = f"Bearer {self.config.password}"
+        elif self.auth.kind == "api_key" and not self.rest.auth.query:
+            constant[self.rest.auth.header] = f"{self.rest.auth.prefix}{self.config.password}"
+        for name, value in constant.items():
+            problem = header_problem(value)
+            if problem:
+                raise ConfigError(f"The {self.name} destination's header {name!r} (from its options, its connection's "
+                                  f"extras or its credentials) {problem}; a header carries visible ASCII text")
+
+    def _constant_headers(self) -> dict[str, str]:
+        """The options' headers and the connection's extras that are headers."""
+        return {**(self.rest.headers or {}), **connection_headers(self.config.connection_extra())}
+
     # --- executor side --------------------------------------------------------------------------
     def open(self) -> None:
         import requests
 
         session = requests.Session()
-        session.headers.update({"Content-Type": "application/json", **(self.rest.headers or {}),
-                                **connection_headers(self.config.connection_extra())})
+        session.headers.update({"Content-Type": "application/json", **self._constant_headers()})
         session.verify = self.rest.verify
         self.auth.prepare(session)
         self.session = session
