@@ -38,22 +38,24 @@ A refusal's message (a record's result, a whole request's ``refusal``, ``echo``,
 result) quotes the request back — its headers, query and the start of its body — as APIs do, so the
 secrets a request carries come back in every encoding it carried them in.
 
-Inspection: :attr:`FaultApi.state` (id -> stored data), :attr:`FaultApi.applied` (request number, op,
-id, data), :attr:`FaultApi.seen` (every request but token requests), :attr:`FaultApi.tokens`.
+It is served by the one test server (:mod:`tests_common.http_server`). Inspection:
+:attr:`FaultApi.state` (id -> stored data), :attr:`FaultApi.applied` (request number, op, id, data),
+:attr:`FaultApi.seen` (every request but token requests), :attr:`FaultApi.tokens`.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlencode
 
 import pytest
+
+from tests_common.http_server import HttpApi, served
+from tests_common.http_wire import Reply, Request
 
 __all__ = ["Behaviour", "FaultApi", "fault_api", "item_id"]
 
@@ -80,17 +82,6 @@ class Behaviour:
 
 
 @dataclass(frozen=True)
-class Seen:
-    """One request as the API saw it."""
-
-    method: str
-    path: str  # raw, as sent
-    query: str
-    headers: dict[str, str]
-    body: bytes
-
-
-@dataclass(frozen=True)
 class Write:
     op: str
     id: str
@@ -98,30 +89,23 @@ class Write:
     sent: Any  # the id as the request gave it (a batch's number stays a number in its result)
 
 
-class FaultApi:
+class FaultApi(HttpApi):
     """The API of the module docstring on 127.0.0.1 and an ephemeral port."""
+
+    name = "fault-api"
 
     def __init__(self, token: str = "tok+en/=1"):
         self.token = token
-        self.lock = threading.Lock()
         self.script_queue: deque[Behaviour] = deque()
         self.state: dict[str, Any] = {}
         self.applied: list[tuple[int, str, str, Any]] = []
-        self.seen: list[Seen] = []
         self.tokens: list[str] = []
-        self.requests = 0
-        api = self
+        self.number = 0
+        super().__init__()
 
-        class Handler(_Handler):
-            owner = api
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+    def routes(self) -> list[tuple[str, str, Any]]:
+        return [("POST", "/oauth/token", self._token), ("POST", "/items/batch", self._write),
+                ("PUT", "/items/(?P<id>[^/]*)", self._write), ("DELETE", "/items/(?P<id>[^/]*)", self._write)]
 
     def script(self, *behaviours: Behaviour) -> None:
         with self.lock:
@@ -130,20 +114,37 @@ class FaultApi:
     def reset(self, state: dict[str, Any] | None = None) -> None:
         with self.lock:
             self.script_queue.clear()
-            self.state, self.applied, self.seen, self.tokens = dict(state or {}), [], [], []
-            self.requests = 0
+            self.state, self.applied, self.tokens, self.number = dict(state or {}), [], [], 0
+            self._requests.clear()
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    @property
+    def seen(self) -> list[Request]:
+        return [r for r in self.requests if r.path != "/oauth/token"]
 
-    def next_behaviour(self, seen: Seen) -> tuple[int, Behaviour]:
+    def _token(self, request: Request) -> Reply:
         with self.lock:
-            self.requests += 1
-            self.seen.append(seen)
-            return self.requests, self.script_queue.popleft() if self.script_queue else Behaviour()
+            self.tokens.append(self.token)
+        return Reply(200, {"access_token": self.token, "token_type": "bearer", "expires_in": 3600})
 
-    def apply(self, number: int, writes: list[Write], behaviour: Behaviour) -> list[bool]:
+    def _write(self, request: Request) -> Reply:
+        with self.lock:
+            self.number += 1
+            number, behaviour = self.number, self.script_queue.popleft() if self.script_queue else Behaviour()
+        query = urlencode(request.query, doseq=True)
+        echo = f"headers={json.dumps(request.headers)} query={query} body={request.body[:400].decode(errors='replace')}"
+        if behaviour.answer == "redirect":
+            return Reply(302, None, {"Location": f"/items/moved?{query}"})
+        if behaviour.answer == "status":
+            return Reply(behaviour.status, {"message": f"HTTP {behaviour.status} injected"}, {"Retry-After": "0"})
+        if behaviour.answer == "echo":
+            return Reply(422, {"message": f"refused: {echo}"})
+        writes = _writes(request)
+        applied = self._apply(number, writes, behaviour)
+        if behaviour.slow:
+            time.sleep(behaviour.slow)
+        return _answer(behaviour, writes, applied, request.path.endswith("/batch"), echo)
+
+    def _apply(self, number: int, writes: list[Write], behaviour: Behaviour) -> list[bool]:
         done = []
         with self.lock:
             for position, write in enumerate(writes):
@@ -158,92 +159,29 @@ class FaultApi:
         return done
 
 
-class _Handler(BaseHTTPRequestHandler):
-    owner: FaultApi
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        pass
-
-    def do_PUT(self) -> None:
-        self._handle()
-
-    def do_POST(self) -> None:
-        self._handle()
-
-    def do_DELETE(self) -> None:
-        self._handle()
-
-    def _handle(self) -> None:
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        split = urlsplit(self.path)
-        if split.path == "/oauth/token":
-            return self._token()
-        seen = Seen(self.command, split.path, split.query, dict(self.headers.items()), raw)
-        number, behaviour = self.owner.next_behaviour(seen)
-        writes = self._writes(split.path, raw)
-        if writes is None:
-            return self._send(404, {"message": f"no such endpoint {split.path}"})
-        echo = f"headers={json.dumps(seen.headers)} query={seen.query} body={raw[:400].decode(errors='replace')}"
-        if behaviour.answer in ("status", "echo", "redirect"):
-            return self._refuse(behaviour, seen.query, echo)
-        applied = self.owner.apply(number, writes, behaviour)
-        if behaviour.slow:
-            time.sleep(behaviour.slow)
-        status, body = _answer(behaviour, writes, applied, split.path.endswith("/batch"), echo)
-        self._send(status, body)
-
-    def _writes(self, path: str, raw: bytes) -> list[Write] | None:
-        body = json.loads(raw) if raw else None
-        if path == "/items/batch" and self.command == "POST":
-            return [Write(i["op"], item_id(i["id"]), i.get("data"), i["id"]) for i in body["items"]]
-        if path.startswith("/items/") and self.command in ("PUT", "DELETE"):
-            data = body.get("data", body) if isinstance(body, dict) else body
-            ident = unquote(path[len("/items/"):])
-            return [Write("delete" if self.command == "DELETE" else "upsert", ident, data, ident)]
-        return None
-
-    def _refuse(self, behaviour: Behaviour, query: str, echo: str) -> None:
-        if behaviour.answer == "redirect":
-            return self._send(302, None, {"Location": f"/items/moved?{query}"})
-        if behaviour.answer == "status":
-            return self._send(behaviour.status, {"message": f"HTTP {behaviour.status} injected"},
-                              {"Retry-After": "0"})
-        self._send(422, {"message": f"refused: {echo}"})
-
-    def _token(self) -> None:
-        self.owner.tokens.append(self.owner.token)
-        self._send(200, {"access_token": self.owner.token, "token_type": "bearer", "expires_in": 3600})
-
-    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        body = payload if isinstance(payload, bytes) else b"" if payload is None else json.dumps(payload).encode()
-        try:
-            self.send_response(status)
-            content_type = "text/html" if isinstance(payload, bytes) else "application/json"
-            for name, value in {"Content-Type": content_type, **(headers or {})}.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (a slow answer past its timeout)
+def _writes(request: Request) -> list[Write]:
+    body = request.json()
+    if request.path == "/items/batch":
+        return [Write(i["op"], item_id(i["id"]), i.get("data"), i["id"]) for i in body["items"]]
+    data = body.get("data", body) if isinstance(body, dict) else body
+    ident = unquote(request.params["id"])
+    return [Write("delete" if request.method == "DELETE" else "upsert", ident, data, ident)]
 
 
-def _answer(behaviour: Behaviour, writes: list[Write], applied: list[bool], batch: bool, echo: str
-            ) -> tuple[int, Any]:
-    """The status and body of an answer to ``writes`` of which ``applied`` were applied (``echo``: the
-    request quoted back, for refusals)."""
+def _answer(behaviour: Behaviour, writes: list[Write], applied: list[bool], batch: bool, echo: str) -> Reply:
+    """The answer to ``writes`` of which ``applied`` were applied (``echo``: the request quoted back,
+    for refusals)."""
     kind = behaviour.answer
     if kind == "flag":
-        return 200, {"ok": False, "status": 0, "error": "the request was not accepted"}
+        return Reply(200, {"ok": False, "status": 0, "error": "the request was not accepted"})
     if kind == "not_json":
-        return 200, b"<html><body>Service temporarily rerouted</body></html>"
+        return Reply(200, "<html><body>Service temporarily rerouted</body></html>", content_type="text/html")
     if kind == "no_list" and batch:
-        return 200, {"accepted": True}
+        return Reply(200, {"accepted": True})
     if not batch:
         if applied[0]:
-            return (204, None) if writes[0].op == "delete" else (200, {"id": writes[0].id})
-        return behaviour.refusal, {"message": f"item refused: {echo}"}
+            return Reply(204) if writes[0].op == "delete" else Reply(200, {"id": writes[0].id})
+        return Reply(behaviour.refusal, {"message": f"item refused: {echo}"})
     results = [{"id": w.sent, "status": 200 if done else behaviour.refusal,
                 **({} if done else {"message": f"item refused: {echo}"})} for w, done in zip(writes, applied)]
     if kind == "reordered":
@@ -252,13 +190,9 @@ def _answer(behaviour: Behaviour, writes: list[Write], applied: list[bool], batc
         results = [r for r in results if r["status"] == 200][:behaviour.keep]
     if kind == "unknown":
         results.append({"id": "never-sent", "status": behaviour.unknown_status, "message": f"no such item: {echo}"})
-    return 207, {"results": results}
+    return Reply(207, {"results": results})
 
 
 @pytest.fixture
 def fault_api() -> Iterator[FaultApi]:
-    api = FaultApi()
-    try:
-        yield api
-    finally:
-        api.close()
+    yield from served(FaultApi())

@@ -42,6 +42,7 @@ from spark_jobs.errors import JobError
 from spark_jobs.sinks.rest import RestSink
 from tests_common.delivery import change, deliver, sink_config
 from tests_common.fault_api import Behaviour, FaultApi, item_id
+from tests_common.http_server import served
 from tests_common.key_values import TYPES, as_json
 from tests_common.secrets import encodings
 
@@ -236,9 +237,7 @@ def run_model(api: FaultApi, case: Case) -> None:
 
 @pytest.fixture(scope="module")
 def edge_api():
-    api = FaultApi(token=TOKEN)
-    yield api
-    api.close()
+    yield from served(FaultApi(token=TOKEN))
 
 
 @EDGE
