@@ -73,8 +73,12 @@ def _encoded(text: str) -> set[str]:
 def wire_forms(secret: str, login: str | None = None) -> set[str]:
     """Every form of ``secret`` the module docstring lists (with ``login``: basic auth's too)."""
     bases = {secret, base64.b64encode(secret.encode()).decode()}
-    if login is not None:
-        bases.add(base64.b64encode(f"{login}:{secret}".encode()).decode())
+    if login is not None:  # basic auth: UTF-8, or Latin-1 as requests encodes it
+        for charset in ("utf-8", "latin-1"):
+            try:
+                bases.add(base64.b64encode(f"{login}:{secret}".encode(charset)).decode())
+            except UnicodeEncodeError:
+                pass
     return {form for base in bases for form in _encoded(base) if len(form) >= MIN_SECRET}
 
 
