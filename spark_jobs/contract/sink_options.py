@@ -6,8 +6,10 @@ of its own (:mod:`.rest`) that :mod:`.destinations` registers, without an import
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Any, Mapping, TypeVar
+from functools import lru_cache
+from typing import Any, Mapping, TypeVar, cast
 
 from spark_jobs.contract.options import Options
 
@@ -29,10 +31,24 @@ class SinkOptions(Options):
     @classmethod
     def parse(cls: type[SO], destination: Mapping[str, Any], sink: str) -> SO:
         """The destination's options as an instance of ``cls`` (the :data:`GENERIC_KEYS` set aside);
-        :class:`~spark_jobs.errors.ConfigError` naming the first unknown, missing or refused option."""
+        :class:`~spark_jobs.errors.ConfigError` naming the first unknown, missing or refused option.
+
+        Parsed once per process: the check of a spec, the sink built on the driver and the sink of every
+        sending thread on an executor ask for the same destination, and share the one (frozen) result."""
         own = {k: v for k, v in destination.items() if k not in GENERIC_KEYS}
-        return cls.from_dict(own, f"The {sink} destination")
+        try:
+            text = json.dumps(own, sort_keys=True)
+        except (TypeError, ValueError):  # a value only known at run time (an Airflow template object)
+            return cls.from_dict(own, f"The {sink} destination")
+        options_class: Any = cls  # a class is hashable, whatever mypy's view of type[SO]
+        return cast(SO, _parsed(options_class, text, sink))
 
     @classmethod
     def static_where(cls) -> str:
         return "The destination"
+
+
+@lru_cache(maxsize=64)
+def _parsed(cls: type[SinkOptions], text: str, sink: str) -> SinkOptions:
+    """``cls`` from a destination's options as canonical JSON text, once per (class, options)."""
+    return cls.from_dict(json.loads(text), f"The {sink} destination")

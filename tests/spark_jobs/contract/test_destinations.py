@@ -244,3 +244,29 @@ def test_one_choice_names_where_a_destination_writes(destination, target):
 
     assert destination_target(destination) == target
     assert destination_label(destination) == (f"{destination['type']}:{target}" if target else destination["type"])
+
+
+def test_a_destination_is_parsed_once_per_process(monkeypatch):
+    """The spec's check, the sink built on the driver and the sink of every sending thread share one
+    typed object (issue 45): the destination dict is parsed once in a process, however many ask."""
+    from uuid import uuid4
+
+    from spark_jobs.contract import parse_spec
+    from spark_jobs.contract.destinations import SqliteOptions
+
+    parses = []
+    parse = SqliteOptions.from_dict.__func__
+
+    def counted(cls, data, where=None):
+        parses.append(where)
+        return parse(cls, data, where)
+
+    monkeypatch.setattr(SqliteOptions, "from_dict", classmethod(counted))
+    destination = {"type": "sqlite", "database": f"/tmp/aretl-{uuid4().hex}.db", "table": "customers"}
+    spec = parse_spec({"job": "sync", "warehouse": "/wh", "changes": "changes/crm/x", "table": "snapshots/c",
+                       "consumer": "crm", "primary_key": ["id"], "to_version": 1, "destination": destination})
+    sink_cls = resolve_sink("sqlite")
+    config = SinkConfig(destination=spec.destination, key_fields=["id"], fields=["id", "name"], mode="upsert")
+    driver_sink, *lane_sinks = (sink_cls(config) for _ in range(4))
+    assert len(parses) == 1
+    assert all(sink.options is driver_sink.options for sink in lane_sinks)
