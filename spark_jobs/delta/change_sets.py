@@ -29,8 +29,14 @@ def net_changes(cdf: DataFrame, key: list[str], columns: list[str]) -> DataFrame
     """Collapse a Change Data Feed frame to one net change per key (two rows for an update).
 
     ``columns`` are the value columns to output; a change of any of them counts as an update.
-    One aggregation pass: for each key the earliest and latest change event, ordered by version and,
-    within a version, before-images ahead of after-images.
+    One aggregation pass (:func:`key_events`), then :func:`net_of` its rows."""
+    return net_of(key_events(cdf, key, columns), key)
+
+
+def key_events(cdf: DataFrame, key: list[str], columns: list[str], **extra: Column) -> DataFrame:
+    """One row per changed key: its earliest and latest change event in the feed (``first``,
+    ``last``; ordered by version and, within a version, before-images ahead of after-images), each
+    with its row image of ``columns``, plus the ``extra`` aggregates of the key's rows.
 
     The row image is SQL text handed to Spark once and its fields come out by ``image.*``: built as one
     ``Column`` per column through py4j, image and comparison cost a 2,000-column diff ~70 s on the
@@ -47,9 +53,17 @@ def net_changes(cdf: DataFrame, key: list[str], columns: list[str]) -> DataFrame
         F.col("_commit_timestamp").alias("ts"),
         F.expr(f"struct({', '.join(quoted(c) for c in columns)})").alias("row"),
     )
-    grouped = cdf.groupBy(*key).agg(
-        F.min_by(event, order).alias("first"), F.max_by(event, order).alias("last")
-    )
+    return cdf.groupBy(*key).agg(F.min_by(event, order).alias("first"), F.max_by(event, order).alias("last"),
+                                 *[aggregate.alias(name) for name, aggregate in extra.items()])
+
+
+def net_of(events: DataFrame, key: list[str]) -> DataFrame:
+    """The net changes of :func:`key_events`' rows: a key's ``first`` and ``last`` events give its
+    net change (:func:`_net_change`), whose rows carry the image before the range (a delete, an
+    update's pre-image) or after it (an insert, an update's post-image); keys with no net change
+    drop out."""
+    from pyspark.sql import functions as F
+
     # the net change as computed once below (_net_change): its expression holds a comparison per column, which
     # repeated in the later steps made Spark analyse and run it five times
     kind = F.col("net")
@@ -68,7 +82,7 @@ def net_changes(cdf: DataFrame, key: list[str], columns: list[str]) -> DataFrame
     # spend ~60 s in Spark's optimizer
     image = F.when(F.col("side") == 0, F.col("first.row")).otherwise(F.col("last.row"))
     return (
-        grouped.withColumn("net", _net_change())
+        events.withColumn("net", _net_change())
         .where(F.col("net").isNotNull())
         .withColumn("side", F.explode(sides))
         .select(

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from spark_jobs.contract.wide_sources import ADDS, RETRACTIONS, Source
 from spark_jobs.contract.wide_table import WideTable
 from spark_jobs.errors import DataQualityError
-from spark_jobs.widen import guards, partial_update
+from spark_jobs.delta import guards
+from spark_jobs.widen import partial_update
 from spark_jobs.widen.changes import ROW_TYPES, Input, unmerged_changes
 
 if TYPE_CHECKING:

@@ -21,7 +21,8 @@ from spark_jobs.delta.lake import (
 from spark_jobs.delta.partitions import pruned
 from spark_jobs.delta.rows import one_row
 from spark_jobs.errors import ConcurrentWriteError, DataQualityError
-from spark_jobs.widen import guards, partial_update
+from spark_jobs.delta import guards
+from spark_jobs.widen import partial_update
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

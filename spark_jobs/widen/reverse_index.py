@@ -34,7 +34,7 @@ from spark_jobs.delta.lake import (assignments, commit_metadata, ensure_system_t
                                    merge_into, retry_on_conflict)
 from spark_jobs.delta.row_hash import read_table
 from spark_jobs.errors import ConfigError, DataQualityError
-from spark_jobs.widen import guards
+from spark_jobs.delta import guards
 from spark_jobs.widen.changes import Input, unmerged_changes
 
 if TYPE_CHECKING:
