@@ -31,8 +31,8 @@ NEW_KEY = "_aretl_new_key"  # the extract row's key is not in the table
 @dataclass(frozen=True)
 class Changes:
     """The change rows a run MERGEs (a local checkpoint: computed once) and how many there are, of
-    which ``new_keys`` are keys the table lacks (inserts) and ``vanished`` keys the extract lacks
-    (deletes); the rest update rows. When the table stores row hashes, the rows carry theirs in
+    which ``new_keys`` are keys the table lacks (inserts, ``NEW_KEY`` true) and ``vanished`` keys the
+    extract lacks (deletes); the rest update rows. When the table stores row hashes, the rows carry theirs in
     ``ROW_HASH`` for the MERGE to store."""
 
     rows: Any
@@ -70,7 +70,7 @@ def detect_changes(spark: SparkSession, uri: str, df: DataFrame, key: list[str],
     totals = check_key_counts(per_key, key, where, delta=F.sum("delta"), changed=F.count(F.lit(1)),
                               new_keys=F.count_if(F.col("delta") > 0), vanished=F.count_if(F.col("delta") < 0))
     rows = (table.count() if table_rows is None else table_rows) + int(totals["delta"] or 0)
-    kept = changes.drop(NEW_KEY, EXTRACT_ROWS, *([] if has_row_hash(table.columns) else [ROW_HASH]))
+    kept = changes.drop(EXTRACT_ROWS, *([] if has_row_hash(table.columns) else [ROW_HASH]))
     return Changes(kept, int(totals["changed"] or 0), int(totals["new_keys"] or 0), int(totals["vanished"] or 0)), rows
 
 

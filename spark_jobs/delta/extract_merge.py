@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from spark_jobs import crashpoints
-from spark_jobs.delta.detection import PRIOR, VANISHED, Changes, detect_changes
+from spark_jobs.delta.detection import NEW_KEY, PRIOR, VANISHED, Changes, detect_changes
 from spark_jobs.delta.lake import (
     AUTO_MERGE_CONF, assignments, insert_values, merge_into, own_commit_or_empty, session_conf,
 )
@@ -57,7 +57,9 @@ def merge_changes(spark: SparkSession, uri: str, df: DataFrame, key: list[str], 
     clauses = merge_clauses(changes, key, sets, updates=bool(values), full=bool(added))
     # with new columns, the MERGE adds them to the table
     with session_conf(spark, {AUTO_MERGE_CONF: "true"} if added else {}):
-        merge_into(spark, uri, rows, on, *clauses, checkpointed=True, key=key, target_rows=target_rows)
+        # only rows of keys the table has can match: the key list names those alone
+        merge_into(spark, uri, rows, on, *clauses, checkpointed=True, key=key, target_rows=target_rows,
+                   matching=rows.where(~F.col(NEW_KEY)))
         crashpoints.reached("snapshot.merged")
     return own_commit_or_empty(spark, uri, metadata, base)
 

@@ -229,14 +229,15 @@ REWRITE_BELOW_ROWS = 100_000
 
 
 def merge_into(spark: SparkSession, uri: str, source: DataFrame, on: str, *clauses: str, checkpointed: bool = False,
-               key: Sequence[str] = (), target_rows: int | None = None) -> None:
+               key: Sequence[str] = (), target_rows: int | None = None, matching: DataFrame | None = None) -> None:
     """``MERGE INTO`` the Delta table at ``uri`` (alias ``t``) from the frame ``source`` (alias ``s``)
     with the ``WHEN ...`` ``clauses`` in order. The frame is a temporary view of this session for
     the statement's duration (a unique name: jobs may merge from several threads).
 
     ``key``: the columns ``on`` matches by equality. A source of few rows then also lists their keys
     in the ON clause, so that the target's rows are filtered before the join
-    (:mod:`spark_jobs.delta.key_pruning`).
+    (:mod:`spark_jobs.delta.key_pruning`); ``matching``: the source's rows that can match a target row,
+    when the caller knows the others cannot (keys the table lacks), whose keys alone are listed.
 
     ``checkpointed``: ``source`` is a local checkpoint (``localCheckpoint(eager=True)``), rows
     already computed with no lineage left to re-run, so every pass of the MERGE reads the same rows
@@ -248,7 +249,7 @@ def merge_into(spark: SparkSession, uri: str, source: DataFrame, on: str, *claus
     vectors."""
     import uuid
 
-    listed = listed_keys(source, key) if key else None
+    listed = listed_keys(source if matching is None else matching, key) if key else None
     if listed is not None:
         on = f"{on} AND {listed}"
     view = f"aretl_merge_source_{uuid.uuid4().hex}"

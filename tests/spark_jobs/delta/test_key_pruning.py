@@ -1,6 +1,7 @@
 """MERGE target pruning by key (spark_jobs.delta.key_pruning): a MERGE of few source rows lists their keys in
 its ON clause, exactly (quotes, backslashes, composite keys), and matches the same rows as without the
-list; past the limit, or for a key type without exact literals, the ON clause stays as it was."""
+list (a full extract's new keys, which the table lacks, are left out of it); past the limit, or for a key type
+without exact literals, the ON clause stays as it was."""
 
 import datetime as dt
 
@@ -30,10 +31,12 @@ def test_a_snapshot_merge_lists_its_keys_and_changes_exactly_the_changed_rows(sp
     result, predicate = snapshot_twice(spark, warehouse, tmp_path)
     assert (result["inserted"], result["updated"], result["deleted"]) == (1, 1, 1)
     assert " IN (" in predicate, predicate  # the list reached the MERGE; the rows above prove it exact
+    assert "o'neil" in predicate and "new" not in predicate, predicate  # an inserted key matches nothing: not listed
 
 
 def test_past_the_limit_the_on_clause_stays_as_it_was(spark, warehouse, tmp_path, monkeypatch):
-    monkeypatch.setattr(key_pruning, "MAX_LISTED_KEYS", 2)  # the second run MERGEs three change rows
+    # the second run MERGEs three change rows, two of keys the table has (the only ones listed)
+    monkeypatch.setattr(key_pruning, "MAX_LISTED_KEYS", 1)
     result, predicate = snapshot_twice(spark, warehouse, tmp_path)
     assert (result["inserted"], result["updated"], result["deleted"]) == (1, 1, 1)
     assert " IN (" not in predicate, predicate
