@@ -18,6 +18,7 @@ from spark_jobs.delta.lake import (
     on_top_of,
     retry_on_conflict,
 )
+from spark_jobs.delta.key_pruning import listed_keys
 from spark_jobs.delta.partitions import pruned
 from spark_jobs.delta.rows import one_row
 from spark_jobs.errors import ConcurrentWriteError, DataQualityError
@@ -29,6 +30,10 @@ if TYPE_CHECKING:
     from pyspark.sql.types import DataType
 
 BROADCAST_CELLS = 1_000_000  # folded rows x columns a change run's MERGE broadcasts (~20 MB on the driver)
+#: From this size on (the table's files, bytes) the fold reads only the stored rows of the changed keys
+#: (:func:`_of_event_keys`); below it the extra Spark job that lists them costs more than the whole
+#: table's shuffle saves.
+LISTED_STORED_BYTES = 16 * 2**20
 
 
 def merge_full(spark: SparkSession, t: WideTable, uri: str, events: DataFrame | None, columns: list[str],
@@ -47,7 +52,8 @@ def merge_full(spark: SparkSession, t: WideTable, uri: str, events: DataFrame | 
 
     @retry_on_conflict
     def _merge() -> None:  # rebuilt on a conflict: the fold must start from the rows stored now
-        if one_row(spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("numFiles"))[0] == 0:
+        files, size = one_row(spark.sql(f"DESCRIBE DETAIL {delta_path(uri)}").select("numFiles", "sizeInBytes"))
+        if files == 0:
             # Nothing stored yet (the first run): every folded row is an insert, and a plain append
             # skips the MERGE's materialized source and its join against the target. The merges of a
             # wide table run one at a time (planning.py); a concurrent run's append is refused (on_top_of).
@@ -57,8 +63,9 @@ def merge_full(spark: SparkSession, t: WideTable, uri: str, events: DataFrame | 
             rows.drop(partial_update.REMOVE, partial_update.RESET).write.format("delta").mode("append").save(uri)
             return
         stored = spark.read.format("delta").load(uri)
+        touched = _of_event_keys(stored, events, t.primary_key) if size >= LISTED_STORED_BYTES else stored
         # computed once (checkpointed): the fold feeds the partition predicate and the MERGE
-        rows = _folded_source(partial_update.merged_rows(t, events, stored, columns, types))
+        rows = _folded_source(partial_update.merged_rows(t, events, touched, columns, types))
         update = {f"`{c}`": f"s.`{c}`" for c in columns}
         # a row a removal emptied and later events filled again keeps nothing of other groups' sources
         others = [c for c in t.merged_columns(t.full_sources) if c not in columns and c in stored.columns]
@@ -80,6 +87,19 @@ def merge_full(spark: SparkSession, t: WideTable, uri: str, events: DataFrame | 
         _merge()
     _require_own_merge(t, uri, base, md)
     return md
+
+
+def _of_event_keys(stored: DataFrame, events: DataFrame, key: list[str]) -> DataFrame:
+    """The stored rows of the keys the events are about, when they are few enough to list
+    (:func:`~spark_jobs.delta.key_pruning.listed_keys`): the fold joins the events' keys with the stored
+    rows as a left join, whose stored side Spark cannot broadcast, so unfiltered the whole wide table
+    is shuffled to meet a change of a few rows. Listed, Delta skips the files that hold none of the keys
+    and Spark drops the other rows in the scan. Reading the keys is a Spark job over the events (a
+    change run's few Change Data Feed rows)."""
+    from pyspark.sql import functions as F
+
+    listed = listed_keys(events, key)
+    return stored if listed is None else stored.alias("t").where(F.expr(listed)).select(*stored.columns)
 
 
 def _folded_source(rows: DataFrame) -> DataFrame:
