@@ -5,16 +5,17 @@ table of figures and ratios and writes everything to ``bench/results/latest.json
 repeated ``--repeat`` times (fresh warehouse each time) and every repetition is reported: on a shared
 machine the ratios, not the seconds, are what count.
 
-Scenarios: 1 snapshot + diff of a full extract; 2 the Change Data Feed fast path; 3 wide table and
-4 sinks (``bench.bench_widen`` / ``bench.bench_sinks``); 5 orchestration overhead
+Scenarios: 1 snapshot + diff of a full extract and 2 the Change Data Feed fast path (``bench.snapshots``);
+3 wide table and 4 sinks (``bench.bench_widen`` / ``bench.bench_sinks``); 5 orchestration overhead
 (Airflow + spark-submit, in a child process); 6 driver peak memory at N and N/10 on a real standalone
 cluster (``--master`` runs the in-process scenarios on any master); 7 latency of the 1k-row DAG in both
 execution modes (spark-submit and Spark Connect) and warm per-job times (``bench.latency``); 8 live-sync
 latency, commit to destination under a real ``airflow standalone`` (``bench.live``, ~7 minutes); 9 a
 fleet of ``--fleet-n`` pipelines on one Airflow (``bench.fleet``); 10 a long-lived Spark Connect server
 over 201 jobs (``bench.connect_leak``); 11 throughput of a SaaS destination against its documented rate
-limit, whole job (``bench.rate_limit``, ~1 minute). Scenarios 5 and 7-11 run alone in a child process (they start
-their own Airflow and servers); each can also be run by itself with its module's ``--record``.
+limit, whole job (``bench.rate_limit``, ~1 minute); 12 how scenarios 1-3 scale with the table and the change, at 1M
+and 10M rows (``bench.scaling``, ~1 hour). Scenarios 5 and 7-12 run alone in a child process (they start
+their own Airflow, servers or session); each can also be run by itself with its module's ``--record``.
 
 A scenario that raises is recorded as failed (``{"error": ...}`` in the results, its traceback on
 stderr, a FAILED line in the table), the others still run, and the exit status is 1. Skips are only
@@ -27,7 +28,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import socket
 import subprocess
 import sys
@@ -35,88 +35,19 @@ import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
-from bench import bench_sinks, bench_widen, connect_leak, data, fleet, latency, live, orchestration, rate_limit
+from bench import (
+    bench_sinks, bench_widen, connect_leak, data, fleet, latency, live, orchestration, rate_limit, scaling, snapshots,
+)
 from bench.data import Mutation
-from bench.harness import REPO, RESULTS, Goals, job, session, start_consumer, submit_noop_s, timed, with_reference
-from bench.references import duckdb_diff, spark_join_diff
+from bench.harness import REPO, RESULTS, Goals, session, submit_noop_s, with_reference
 
 GOALS: Goals = {  # ratio or figure name -> (goal text, predicate); each scenario module owns its goals
-    "s1.project_vs_spark_join": ("<= 2x plain Spark (at 1M)", lambda r: r <= 2),
-    "s2.fast_path_vs_full_path": ("<= 0.5 of the full path (1M, 0.1% changed)", lambda r: r <= 0.5),
     "s1.project_vs_duckdb": ("<= 3x DuckDB (goal at 10M)", lambda r: r <= 3),
     "s2.fast_path_vs_duckdb": ("< 1 (faster than the DuckDB full diff)", lambda r: r < 1),
     "s6.driver_rss_growth": ("flat (<= 1.5x for 10x the rows)", lambda r: r <= 1.5),
     **bench_widen.GOALS, **bench_sinks.GOALS, **orchestration.GOALS, **latency.GOALS, **live.GOALS,
-    **fleet.GOALS, **connect_leak.GOALS, **rate_limit.GOALS,
+    **fleet.GOALS, **connect_leak.GOALS, **rate_limit.GOALS, **scaling.GOALS,
 }
-
-
-def scenario_1(spark, con, work: Path, rows: int, before: str, after: str, expected: dict) -> dict:
-    """Snapshot + diff of a full extract vs DuckDB and plain Spark joins of the same two versions."""
-    wh = str(work / "s1-warehouse")
-    shutil.rmtree(wh, ignore_errors=True)
-    source = lambda path: {"format": "parquet", "path": path}  # noqa: E731
-    job(spark, "snapshot", wh, name="bench", primary_key=["id"], source=source(before),
-        logical_date="2026-01-01", run_id="v1")
-    start_consumer(spark, wh, "snapshots/bench", 0)
-    snap_s, snap = timed(job, spark, "snapshot", wh, name="bench", primary_key=["id"], source=source(after),
-                         logical_date="2026-01-02", run_id="v2")
-    diff_s, diff = timed(job, spark, "diff", wh, table="snapshots/bench", consumer="bench")
-    duck_s, duck = timed(duckdb_diff, con, before, after, str(work / "s1-duckdb.parquet"))
-    join_s, join = timed(spark_join_diff, spark, before, after, str(work / "s1-spark-join"))
-    checks = {"project": diff["counts"] == expected, "duckdb": duck == expected, "spark_join": join == expected}
-    project = round(snap_s + diff_s, 3)
-    return {
-        "figures": {"snapshot_s": snap_s, "diff_s": diff_s, "project_s": project, "duckdb_s": duck_s,
-                    "spark_join_s": join_s, "snapshot_rows": snap["rows"]},
-        "ratios": {"s1.project_vs_duckdb": round(project / duck_s, 2),
-                   "s1.project_vs_spark_join": round(project / join_s, 2),
-                   "s1.spark_join_vs_duckdb": round(join_s / duck_s, 2)},
-        "correct": checks,
-    }
-
-
-def apply_changes(spark, table: str, changes: str) -> None:
-    """Apply a mutation's changed rows to the Delta source (one MERGE: a source commit with CDF)."""
-    from delta.tables import DeltaTable
-
-    cols = {f"`{c}`": f"s.`{c}`" for c in data.COLUMNS}
-    (DeltaTable.forPath(spark, table).alias("t").merge(spark.read.parquet(changes).alias("s"), "t.id = s.id")
-     .whenMatchedDelete(condition="s._deleted").whenMatchedUpdate(set=cols)
-     .whenNotMatchedInsert(condition="NOT s._deleted", values=cols).execute())
-
-
-def scenario_2(spark, con, work: Path, rows: int, before: str, seed: int) -> dict:
-    """The Change Data Feed fast path on 0.1% changed rows vs the DuckDB full diff of the same versions."""
-    mutation = Mutation(update=0.0005, insert=0.00025, delete=0.00025)
-    after, changes = str(work / "s2-after.parquet"), str(work / "s2-changes.parquet")
-    expected = data.mutate(con, before, rows, after, mutation, seed, changes_path=changes)
-    wh, src = str(work / "s2-warehouse"), str(work / "s2-source")
-    shutil.rmtree(wh, ignore_errors=True)
-    shutil.rmtree(src, ignore_errors=True)
-    spark.read.parquet(before).write.format("delta").option("delta.enableChangeDataFeed", "true").save(src)
-    for name, cdf in (("fast", True), ("full", False)):
-        job(spark, "snapshot", wh, name=name, primary_key=["id"], source={"format": "delta", "path": src, "cdf": cdf},
-            logical_date="2026-01-01", run_id="v1")
-        start_consumer(spark, wh, f"snapshots/{name}", 0)
-    apply_changes(spark, src, changes)
-
-    def project(name, cdf):
-        snap = job(spark, "snapshot", wh, name=name, primary_key=["id"],
-                   source={"format": "delta", "path": src, "cdf": cdf}, logical_date="2026-01-02", run_id="v2")
-        return snap, job(spark, "diff", wh, table=f"snapshots/{name}", consumer="bench")
-
-    fast_s, (fast_snap, fast_diff) = timed(project, "fast", True)
-    full_s, (_, full_diff) = timed(project, "full", False)
-    duck_s, duck = timed(duckdb_diff, con, before, after, str(work / "s2-duckdb.parquet"))
-    return {
-        "figures": {"fast_path_s": fast_s, "full_path_s": full_s, "duckdb_s": duck_s,
-                    "changed_rows": sum(expected.values()), "read": fast_snap["read"]},
-        "ratios": {"s2.fast_path_vs_duckdb": round(fast_s / duck_s, 2),
-                   "s2.fast_path_vs_full_path": round(fast_s / full_s, 2)},
-        "correct": {"fast_path": fast_diff["counts"] == expected and fast_snap["read"] == "change_data_feed",
-                    "full_path": full_diff["counts"] == expected, "duckdb": duck == expected},
-    }
 
 
 def peak_rss(spark) -> dict:
@@ -176,7 +107,8 @@ def alone_scenario(module: str, name: str, *args: str) -> dict:
 
 #: scenario -> (module run alone, output name); scenario 6 runs this harness itself on a cluster
 ALONE = {"5": ("orchestration", "orchestration"), "7": ("latency", "latency"), "8": ("live", "live"),
-         "9": ("fleet", "fleet"), "10": ("connect_leak", "connect_leak"), "11": ("rate_limit", "rate_limit")}
+         "9": ("fleet", "fleet"), "10": ("connect_leak", "connect_leak"), "11": ("rate_limit", "rate_limit"),
+         "12": ("scaling", "scaling")}
 
 
 def attempt(results: dict, scenario: str, fn, *args) -> None:
@@ -201,9 +133,9 @@ def one_run(args, spark, con, work: Path, before: str, after: str, expected: dic
     wanted = set(args.scenarios)
     noop_s = submit_noop_s()  # the reference of every wall time of this repetition
     if "1" in wanted:
-        attempt(run["scenarios"], "1", scenario_1, spark, con, work, args.rows, before, after, expected)
+        attempt(run["scenarios"], "1", snapshots.full_extract, spark, con, work, before, after, expected)
     if "2" in wanted:
-        attempt(run["scenarios"], "2", scenario_2, spark, con, work, args.rows, before, args.seed)
+        attempt(run["scenarios"], "2", snapshots.change_data_feed, spark, con, work, args.rows, before, args.seed)
     if "3" in wanted:
         attempt(run["scenarios"], "3", bench_widen.wide, spark, con, work, args.rows)
     if "4" in wanted:
@@ -314,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--scenarios", default="1,2,3,4,5,6,7,8,9,10,11", type=lambda s: s.split(","))
+    parser.add_argument("--scenarios", default="1,2,3,4,5,6,7,8,9,10,11,12", type=lambda s: s.split(","))
     parser.add_argument("--fleet-n", type=int, default=20, help="pipelines of scenario 9 (default 20)")
     parser.add_argument("--update", type=float, default=0.01)
     parser.add_argument("--insert", type=float, default=0.005)
