@@ -30,6 +30,11 @@ TABLE_PROPERTIES = {
 }
 
 
+#: The operations of the maintenance job's commits: they reorganise or delete files and change no row
+#: (Delta writes them with ``dataChange`` false; their Change Data Feed is empty).
+KEEPING_ROWS = ("OPTIMIZE", "VACUUM START", "VACUUM END")
+
+
 @contextlib.contextmanager
 def commit_metadata(spark: SparkSession, metadata: dict[str, Any]) -> Iterator[None]:
     """Attach ``metadata`` (JSON) to the Delta commits made inside the block.

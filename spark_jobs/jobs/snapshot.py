@@ -41,6 +41,7 @@ from spark_jobs.contract import SnapshotResult, SnapshotSpec, Warehouse, parse_l
 from spark_jobs.errors import ConcurrentWriteError, ConfigError, PastDateRefusedError, explain
 from spark_jobs.delta.keys import check_primary_key, require_columns
 from spark_jobs.delta.lake import (
+    KEEPING_ROWS,
     TABLE_PROPERTIES,
     commit_metadata,
     latest_version,
@@ -171,9 +172,12 @@ class _Run:
 
     @property
     def head(self) -> dict[str, Any] | None:
-        """The newest commit a fast path reads on from: never on a rebuild, whose restore has just
-        moved the head away from the entries read."""
-        return self.entries[0] if self.entries is not None and self.rebuilding is None else None
+        """The newest commit that wrote rows, which a fast path reads on from: past the maintenance
+        commits after it (OPTIMIZE, Z-order, VACUUM change no row, so the table still holds what it
+        recorded); never on a rebuild, whose restore has just moved the head away from the entries read."""
+        if self.entries is None or self.rebuilding is not None:
+            return None
+        return next((e for e in self.entries if e.get("operation") not in KEEPING_ROWS), self.entries[0])
 
     def result(self, entry: dict[str, Any], read: str | None, replayed: dict[str, int] | None = None,
                source_ref: dict[str, Any] | None = None) -> SnapshotResult:
