@@ -8,7 +8,8 @@ jobs, sources, sinks and the lake state tables build on it.
   :mod:`.extract_merge` — the MERGE of its changed rows;
 * :mod:`.change_sets` — a Change Data Feed collapsed to one net change per key, and written;
 * :mod:`.row_hash` — the row hash a snapshot table stores, and the reader that hides it;
-* :mod:`.keys` — primary-key checks; :mod:`.key_pruning` — a MERGE's target pruned by key;
+* :mod:`.keys` — primary-key checks; :mod:`.guards` — data checks that ride along a write (a MERGE
+  fails on a row it must not meet); :mod:`.key_pruning` — a MERGE's target pruned by key;
   :mod:`.partitions` — partitioned tables and their partition predicate; :mod:`.literals` — exact
   SQL literals;
 * :mod:`.columns` — which column names a table may carry; :mod:`.renames` — renames through Delta

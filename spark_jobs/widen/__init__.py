@@ -7,5 +7,6 @@ the wide key) and through a reverse index (left joins on a foreign key). The job
 * :mod:`.full_join` — the full-join part of a step; :mod:`.partial_update` — Paimon's partial update
   as one fold per key, with the aggregates' expressions (:mod:`.aggregate_columns`);
 * :mod:`.reverse_index` — left joins whose late, changed or deleted right rows reach every left row;
-* :mod:`.schema` — the step's column types; :mod:`.guards` — data checks that ride along a write.
+* :mod:`.schema` — the step's column types (the data checks that ride along its writes are
+  :mod:`spark_jobs.delta.guards`).
 """
