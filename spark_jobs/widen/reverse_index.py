@@ -122,6 +122,10 @@ def recompute(spark: SparkSession, t: WideTable, s: Source, inp: LeftJoinInput, 
         .select(*[F.col(r).cast(types[w]).alias(w) for w, r in s.on.items()],
                 *[F.col(src).cast(types[w]).alias(w) for w, src in s.columns.items()])
     )
+    if inp.wide_from is not None and inp.right_from is not None:
+        # a change run: the right rows that can meet the few affected wide rows, found by a broadcast semi
+        # join that streams the right table; the left join below would otherwise shuffle all of it
+        right = right.join(F.broadcast(affected.select(*fk).distinct()), fk, "left_semi")
     return _unique_matches(t, s, inp, affected.join(right, fk, "left")).select(*t.primary_key, *s.columns)
 
 
