@@ -14,6 +14,7 @@ import pytest
 
 from spark_jobs.contract.rest import RestOperation
 from spark_jobs.contract.templating import TemplateValueError, to_json
+from spark_jobs.errors import ConfigError
 from spark_jobs.sinks.presets import HttpSink
 from spark_jobs.sinks.rest import RestSink, rendering
 from tests_common.delivery import deliver, sink_config, written
@@ -72,6 +73,17 @@ def test_results_name_decimal_keys_by_their_value(fault_api):
                    backoff_initial=0.001, backoff_max=0.01)
     assert (done.stats["sent"], done.stats["retried"], done.rejects) == (3, 0, [])
     assert b'"id": 12.3400' in fault_api.seen[0].body
+
+
+def test_a_template_mixing_a_decimal_with_a_float_fails_before_anything_is_sent(fault_api):
+    """Python refuses ``Decimal * float``: the check on the driver renders a decimal for a decimal field."""
+    priced = {"id": "bigint", "price": "decimal(20,4)"}
+    sink = rest(fault_api, {"upsert": {**PUT, "body": '{"net": {{ data.price * 1.5 }}}'}}, priced)()
+    with pytest.raises(ConfigError, match="made-up record .*unsupported operand type.*Decimal"):
+        sink.prepare(priced)
+    done = deliver(rest(fault_api, {"upsert": {**PUT, "body": '{"net": {{ data.price | float * 1.5 }}}'}}, priced),
+                   [upsert("1", '{"id":1,"price":12.3400}')], KEY, list(priced))
+    assert done.stats["sent"] == 1 and fault_api.seen[0].body == b'{"net": 18.509999999999998}'
 
 
 # --- values in a body -----------------------------------------------------------------------------------
