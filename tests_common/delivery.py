@@ -18,11 +18,20 @@ from spark_jobs.sinks.core import deliver_partition
 def change(op: str, key: dict[str, Any], data: dict[str, Any] | None = None, change: str | None = None
            ) -> dict[str, Any]:
     """One change record: ``data`` is the row (a delete carries its key only)."""
-    kind = change or ("delete" if op == "delete" else "insert")
     row = key if op == "delete" else {**(data or {}), **key}
-    canonical = json.dumps(key, sort_keys=True, separators=(",", ":"))
-    return {"_op": op, "_change": kind, "_key": canonical, "_key_json": canonical,
-            "_data_json": json.dumps(row, sort_keys=True, separators=(",", ":")), "_not_utf8": ""}
+    return written(op, _compact(key), _compact(row), change)
+
+
+def written(op: str, key: str, row: str, change: str | None = None) -> dict[str, Any]:
+    """One change record from its key and row as Spark's ``to_json`` writes them (compact, field names
+    sorted): how a test gives a number the exact text the JVM writes (``12.3400``, ``1E-18``)."""
+    kind = change or ("delete" if op == "delete" else "insert")
+    return {"_op": op, "_change": kind, "_key": key, "_key_json": key,
+            "_data_json": key if op == "delete" else row, "_not_utf8": ""}
+
+
+def _compact(value: dict[str, Any]) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass

@@ -10,17 +10,17 @@ an empty string sent to the API.
 Every ``{{ … }}`` output is escaped for its place, by the environment (``finalize``), so escaping
 cannot be forgotten:
 
-* **URL** — each value is percent-encoded whole (``quote(value, safe="")``): ``{{ key.email }}`` gives
-  ``ann%40example.com``, a ``/`` or ``?`` in a value cannot change the path or the query. A null value
-  is refused (:class:`TemplateValueError`): a URL with ``None`` in it would address something else;
-  so is a value that makes a path segment empty, ``.`` or ``..`` (:func:`placed_url`), which clients
-  and servers read as another path (``/contacts/..`` is ``/``) — percent-encoding a dot does not help,
-  ``%2E`` is a dot to them.
+* **URL** — each value is percent-encoded whole (``quote(value, safe="")``; a decimal as its exact
+  text, ``12.3400``): ``{{ key.email }}`` gives ``ann%40example.com``, a ``/`` or ``?`` in a value
+  cannot change the path or the query. A null value is refused (:class:`TemplateValueError`): a URL
+  with ``None`` in it would address something else; so is a value that makes a path segment empty,
+  ``.`` or ``..`` (:func:`placed_url`), which clients and servers read as another path
+  (``/contacts/..`` is ``/``) — percent-encoding a dot does not help, ``%2E`` is a dot to them.
 * **body** (JSON) — each value is written as a JSON value: ``"email": {{ data.email }}`` gives
   ``"email": "ann@example.com"`` (quotes, backslashes, control characters and any Unicode escaped as
-  JSON requires), a number stays a number, null is ``null``, a dict or list becomes an object or
-  array. So a body is written *without* quotes around ``{{ … }}``; the rendered body is checked to
-  be JSON before it is sent.
+  JSON requires), a number stays a number (a decimal the exact number Spark wrote, ``12.3400``),
+  null is ``null``, a dict or list becomes an object or array. So a body is written *without* quotes
+  around ``{{ … }}``; the rendered body is checked to be JSON before it is sent.
 * **header** — the value as text; the whole header is refused unless it is visible ASCII with spaces
   or tabs inside only (:func:`header_problem`): a line break would start a new header, a leading
   space or a control character is refused by clients and servers, and anything beyond ASCII reaches
@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import json
 import re
+from decimal import Decimal
 from functools import lru_cache
+from secrets import token_hex
 from typing import Any, Callable, Literal
 from urllib.parse import quote, urlsplit
 
@@ -68,9 +70,36 @@ class TemplateValueError(ValueError):
     record is rejected with this reason, the rest of the batch goes on."""
 
 
+#: What a Decimal is while ``json.dumps`` writes a value, before its number replaces it (:func:`_dumps`):
+#: text no value holds, as it carries a token drawn when the process started and never written out.
+_DECIMAL_MARK = f"aretl-decimal-{token_hex(16)}-"
+_MARKED = re.compile(f'"{_DECIMAL_MARK}([0-9]+)"')
+
+
+def _dumps(value: Any, allow_nan: bool) -> str:
+    """``value`` as compact JSON, Unicode as it is, a :class:`~decimal.Decimal` as the JSON number of its
+    exact text (``12.3400``, ``1E-18``: what Spark wrote for it), anything else JSON has no type for as
+    its text. The standard library writes no Decimal as a number, so each is written as a mark (a
+    string) and the mark is replaced by the number afterwards: its C encoder does the rest as it
+    always did, and no JSON is written by hand."""
+    numbers: list[str] = []
+
+    def default(other: Any) -> Any:
+        if not isinstance(other, Decimal):
+            return str(other)
+        if not (other.is_finite() or allow_nan):
+            raise ValueError("a Decimal NaN or infinity")
+        numbers.append("NaN" if other.is_nan() else str(other))
+        return f"{_DECIMAL_MARK}{len(numbers) - 1}"
+
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=default, allow_nan=allow_nan)
+    return _MARKED.sub(lambda mark: numbers[int(mark[1])], text) if numbers else text
+
+
 def to_json(value: Any) -> str:
-    """``value`` as compact JSON text, Unicode kept as it is (the body is sent as UTF-8)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """``value`` as compact JSON text, Unicode kept as it is (the body is sent as UTF-8), a decimal as
+    its exact number."""
+    return _dumps(value, allow_nan=True)
 
 
 class JsonText(str):
@@ -116,7 +145,7 @@ def placed_url(text: str) -> str:
 def body_json(value: Any) -> str:
     """``value`` as the JSON of a body; a number JSON cannot carry (NaN, infinite) is refused."""
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False)
+        return _dumps(value, allow_nan=False)
     except ValueError:
         raise TemplateValueError("a value placed in the body is NaN or infinite, which JSON cannot carry") from None
 

@@ -133,11 +133,12 @@ def plan_sync(spark: SparkSession, spec: SyncSpec, sink_cls: type[Sink]) -> Sync
     ops = operations(spark.read.format("delta").load(wh.uri(spec.changes)), spec.mode, key)
     ops, ledger, resend = _with_resends(spark, wh, spec, ops, key, spec.mode)
     frame, key_fields, fields = apply_mapping(ops, spec)
-    schema = {f.name: f.dataType.simpleString() for f in frame.schema.fields if f.name not in SYNC_COLUMNS}
+    columns = [f for f in frame.schema.fields if f.name not in SYNC_COLUMNS]
+    schema = {f.name: f.dataType.simpleString() for f in columns}
     config = SinkConfig(destination=destination, key_fields=key_fields, fields=fields, mode=spec.mode,
                         secrets=read_secrets(destination.get("secrets_env"), "destination"),
                         delivered_version=spec.from_version, table=spec.table, consumer=spec.consumer,
-                        to_version=spec.to_version)
+                        to_version=spec.to_version, field_types={f.name: f.dataType.jsonValue() for f in columns})
     planned = _planned(frame, spec, changes_version) if resend is None else _counted(frame)
     inputs = [table_ref(wh, spec.changes, changes_version), table_ref(wh, spec.table, spec.to_version)]
     return SyncPlan(spec, ops, ledger, frame, key_fields, config, sink_cls(config), schema, planned,

@@ -1,7 +1,8 @@
 """Destinations, and the delivery core the sync job drives them with.
 
 * :mod:`.base` — the sink protocol: what a destination implements (:class:`Sink`), its capabilities
-  and per-record outcomes; :mod:`.batch` — change records in columnar form, as a sink receives them;
+  and per-record outcomes; :mod:`.batch` — change records in columnar form, as a sink receives them
+  (:mod:`.json_numbers`: a JSON batch's numbers read back as exact as Spark held them);
 * :mod:`.core` — the delivery core every sink runs under: batching, concurrency, retries with
   backoff, outcomes, stats; :mod:`.pacing` — records and requests per second;
 * :mod:`.sql` — what the SQL destinations share, for :mod:`.postgres` (with :mod:`.postgres_copy`,

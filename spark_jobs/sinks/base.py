@@ -80,6 +80,10 @@ class SinkConfig:
     table: str = ""
     consumer: str = ""
     to_version: int | None = None
+    #: Each destination field's Spark type as Spark writes it in a schema's JSON (``DataType.jsonValue()``:
+    #: ``"double"``, ``"decimal(20,4)"``, ``{"type": "struct", ...}``): how a JSON batch reads the numbers of
+    #: its records back (:mod:`spark_jobs.sinks.json_numbers`). Empty: every fraction as a float.
+    field_types: dict[str, Any] = field(default_factory=dict)
 
     def check_may_create(self, what: str) -> None:
         """Refuse to create the missing destination ``what`` from a change set that is not the whole

@@ -10,7 +10,8 @@ already wrote for HTTP and Kafka) instead of per-row Python.
 Columns of the table: ``_op`` (destination operation), ``_change`` (insert, update or delete),
 ``_key`` (the ledger's name for the row), and either the destination fields or — for a sink that
 sets :attr:`~spark_jobs.sinks.base.Sink.wants_json` — ``_key_json``/``_data_json`` instead (see
-:func:`with_json`; such a batch's ChangeRecords are parsed back from that JSON).
+:func:`with_json`; such a batch's ChangeRecords are parsed back from that JSON, its numbers as exact
+as Spark held them: :mod:`spark_jobs.sinks.json_numbers`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
 from spark_jobs.delta.expressions import quoted
+from spark_jobs.sinks.json_numbers import record_reader
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -52,10 +54,13 @@ class ChangeRecord:
 class ChangeBatch(Sequence[ChangeRecord]):
     """A batch of change records backed by an Arrow table (see the module docstring)."""
 
-    def __init__(self, table: pa.Table, key_fields: Sequence[str], fields: Sequence[str]):
+    def __init__(self, table: pa.Table, key_fields: Sequence[str], fields: Sequence[str],
+                 field_types: Mapping[str, Any] | None = None):
         self.table = table
         self.key_fields = list(key_fields)
         self.fields = list(fields)
+        #: the fields' Spark types, by which a JSON batch reads its numbers (:mod:`.json_numbers`)
+        self.field_types: Mapping[str, Any] = field_types or {}
 
     @classmethod
     def of(cls, records: Sequence[ChangeRecord], key_fields: Sequence[str], fields: Sequence[str]) -> "ChangeBatch":
@@ -76,14 +81,21 @@ class ChangeBatch(Sequence[ChangeRecord]):
             start, stop, step = index.indices(len(self))
             if step != 1:
                 return self.take(range(start, stop, step))
-            return ChangeBatch(self.table.slice(start, max(0, stop - start)), self.key_fields, self.fields)
+            return self._of(self.table.slice(start, max(0, stop - start)))
         return self.records[index]
 
     def __iter__(self) -> Iterator[ChangeRecord]:
         return iter(self.records)
 
     def take(self, indices: Iterable[int]) -> "ChangeBatch":
-        return ChangeBatch(self.table.take(pa.array(list(indices), pa.int64())), self.key_fields, self.fields)
+        return self._of(self.table.take(pa.array(list(indices), pa.int64())))
+
+    def typed(self, field_types: Mapping[str, Any]) -> "ChangeBatch":
+        """This batch reading its records' numbers by ``field_types`` (the same rows, no copy)."""
+        return ChangeBatch(self.table, self.key_fields, self.fields, field_types)
+
+    def _of(self, table: pa.Table) -> "ChangeBatch":
+        return ChangeBatch(table, self.key_fields, self.fields, self.field_types)
 
     def column(self, name: str) -> list[Any]:
         values: list[Any] = self.table.column(name).to_pylist()
@@ -106,7 +118,8 @@ class ChangeBatch(Sequence[ChangeRecord]):
         """The batch as ChangeRecords (built on first use: only row-wise sinks pay for them)."""
         keys = self.key_fields
         if "_data_json" in self.table.column_names and not set(self.fields) <= set(self.table.column_names):
-            rows = [json.loads(data) for data in self.column("_data_json")]
+            read = record_reader(self.field_types)
+            rows = [read(data) for data in self.column("_data_json")]
         else:
             rows = self.table.select(self.fields).to_pylist(maps_as_pydicts="strict")
         records = []

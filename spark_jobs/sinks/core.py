@@ -131,7 +131,8 @@ class _BatchDelivery:
         self.sink, self.policy, self.stats = sink, policy, stats
         self.attempts = 0
         self.rejects: list[Reject] = []
-        self.pending = self._without_bad_text(batch)
+        # its records' numbers read by the fields' Spark types the sink was configured with
+        self.pending = self._without_bad_text(batch.typed(sink.config.field_types))
 
     def _without_bad_text(self, batch: ChangeBatch) -> ChangeBatch:
         """The batch less its records whose text is not UTF-8: the destination would get them altered,

@@ -9,7 +9,8 @@ that does not name it, a body that is not the one configured — never counts it
 again, and after the delivery's last attempt rejected with :data:`UNANSWERED`.
 
 Per-record results are found with JMESPath (the ``records`` expressions: the first that gives a list);
-each item is matched to its record — by ``match_result`` / ``match_record`` values, else by the item's
+each item is matched to its record — by ``match_result`` / ``match_record`` values (a number by its
+value, ``12.34`` naming ``12.3400``; text by its text, a number's as it was sent), else by the item's
 ``record_index``, else by its own position when the list holds one item per record — and an item that
 ``record_failed`` says failed becomes a Rejected, or a Retry when ``record_retryable`` says so. An item
 that names no record of the request accounts for none: the API and the configuration disagree about
@@ -19,6 +20,7 @@ it, and guessing would give another record its outcome.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Callable, Sequence
 
@@ -175,17 +177,20 @@ class _Locator:
     def __init__(self, config: RestResponse, records: Sequence[ChangeRecord], full: bool):
         self.config, self.size, self.full = config, len(records), full
         self.by_value: dict[str, list[int]] = {}
+        self.by_number: dict[Decimal, list[int]] = {}
         if config.match_record is not None:
             for index, record in enumerate(records):
                 value = search(config.match_record, {"op": record.op, "change": record.change, "key": record.key,
                                                      "data": record.data})
                 self.by_value.setdefault(_text(value), []).append(index)
+                number = _number(value)
+                if number is not None:
+                    self.by_number.setdefault(number, []).append(index)
 
     def __call__(self, item: Any, position: int) -> list[int]:
         if self.config.match_result is not None:
             values = search(self.config.match_result, item)
-            return [i for value in (values if isinstance(values, list) else [values])
-                    for i in self.by_value.get(_text(value), [])]
+            return [i for value in (values if isinstance(values, list) else [values]) for i in self._named(value)]
         index = search(self.config.record_index, item) if isinstance(item, dict) else None
         if index is None and self.full:
             index = position
@@ -194,6 +199,23 @@ class _Locator:
         return [index]
 
 
+    def _named(self, value: Any) -> list[int]:
+        """The records a result's ``value`` names: a number names those whose number has its value (an API
+        that reads ``12.3400`` as a double answers ``12.34``), else text the records' text."""
+        number = _number(value)
+        named = self.by_number.get(number) if number is not None else None
+        return named or self.by_value.get(_text(value), [])
+
+
 def _text(value: Any) -> str:
-    """A matched value as text: APIs often return as a string the id they were sent as a number."""
+    """A matched value as text: APIs often return as a string the id they were sent as a number (a
+    decimal's text as sent: ``12.3400``)."""
     return value if isinstance(value, str) else to_json(value)
+
+
+def _number(value: Any) -> Decimal | None:
+    """A matched number's exact value (a double's as its shortest text reads); None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        return None
+    number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+    return number if number.is_finite() else None

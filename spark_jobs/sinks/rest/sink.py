@@ -20,6 +20,7 @@ requests already answered keep their outcomes and the rest are retried (``Retry`
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Sequence
 
 from jinja2.exceptions import SecurityError, UndefinedError
@@ -37,6 +38,11 @@ from spark_jobs.sinks.rest.transport import connection_headers, connection_url, 
 
 #: A value of each Spark type for the templates' check on the driver (:meth:`RestSink.prepare`).
 _SAMPLE = {"boolean": True, "tinyint": 1, "smallint": 1, "int": 1, "bigint": 1, "float": 1.5, "double": 1.5}
+
+
+def _sample(kind: str) -> Any:
+    """A made-up value of Spark type ``kind`` (a decimal is one, as records read it: :mod:`..json_numbers`)."""
+    return Decimal("1.5") if kind.startswith("decimal") else _SAMPLE.get(kind, "x")
 
 
 class RestSink(Sink):
@@ -86,18 +92,18 @@ class RestSink(Sink):
     # --- driver side ----------------------------------------------------------------------------
     def prepare(self, schema: dict[str, str]) -> None:
         """Render every operation's templates for a made-up record of the sync's fields (plain values:
-        ``x``, ``1``), so that a template naming a field the records lack, or one that places even a
+        ``x``, ``1``, ``Decimal("1.5")``), so that a template naming a field the records lack, or one that places even a
         plain value where it cannot go (a URL the client would send elsewhere), fails now, before
         anything is sent."""
         self._check_constant_headers()
-        key = {name: _SAMPLE.get(schema.get(name, ""), "x") for name in self.config.key_fields}
-        data = {name: _SAMPLE.get(schema.get(name, ""), "x") for name in self.config.fields}
+        key = {name: _sample(schema.get(name, "")) for name in self.config.key_fields}
+        data = {name: _sample(schema.get(name, "")) for name in self.config.fields}
         for op in self.rest.operations:
             record = ChangeRecord(op=op, key=key, data=key if op == "delete" else {**data, **key},
                                   change="delete" if op == "delete" else "insert", id="{}")
             try:
                 self._request(op, [record])
-            except TemplateValueError as exc:
+            except (TemplateValueError, TypeError) as exc:  # TypeError: a decimal times a float, text plus a number
                 raise ConfigError(f"The {self.name} destination's {op} operation: its templates cannot place a plain "
                                   f"made-up record ({key}): {exc}") from None
             except ConfigError as exc:

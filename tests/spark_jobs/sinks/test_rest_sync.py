@@ -2,9 +2,11 @@
 shared Spark session against a real API (tests_common/rest_api.py): a record the API refuses is in
 the reject ledger with the API's own reason, the run history counts it, the next run sends it again
 (its source row unchanged) and it leaves the ledger once the API takes it; a mirror sync's deletes
-reach the API; a dry run plans and sends nothing."""
+reach the API; a dry run plans and sends nothing; a DECIMAL key and value reach the API exactly."""
 
 from __future__ import annotations
+
+from decimal import Decimal
 
 from tests_common.pipeline import Pipeline
 
@@ -52,3 +54,19 @@ def test_a_dry_run_plans_and_sends_nothing(spark, warehouse, tmp_path, contacts_
     plan = spark.read.format("delta").load(result["plan"]["uri"])
     assert sorted(r["id"] for r in plan.collect()) == [1, 2, 3]
     assert contacts_api.requests == [] and p.committed() is None and p.runs()[-1]["status"] == "dry_run"
+
+
+def test_decimal_keys_past_a_doubles_precision_reach_their_own_contacts_and_values_arrive_exact(
+        spark, warehouse, tmp_path, contacts_api):
+    """Spark writes the record's JSON (to_json), the sink reads it back by the fields' types: two keys one
+    ten-thousandth apart (one double for both) are two contacts, and a DECIMAL(38,18) reaches the body
+    with every digit. (The delete of such a key: tests/spark_jobs/sinks/test_rest_numbers.py.)"""
+    near = [Decimal("1234567890123456.1234"), Decimal("1234567890123456.1235")]
+    rows = [(near[0], Decimal("12345678901234567890.123456789012345678")), (near[1], Decimal("1E-18"))]
+    p = Pipeline(spark, warehouse, tmp_path, schema="id DECIMAL(20,4), amount DECIMAL(38,18)")
+    destination = {"type": "rest", "base_url": f"{contacts_api.url}/v1", "operations": {"upsert": {
+        "method": "PUT", "url": "/contacts/{{ key.id }}", "per": "record", "body": '{"amount": {{ data.amount }}}'}}}
+    result = p.sync(p.step(rows), destination)
+    assert result["stats"]["sent"] == 2 and sorted(contacts_api.contacts) == [str(k) for k in near]
+    assert sorted(r.body for r in contacts_api.requests) == [
+        b'{"amount": 12345678901234567890.123456789012345678}', b'{"amount": 1E-18}']
