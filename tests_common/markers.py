@@ -8,9 +8,16 @@ job through spark-submit is what the test's body does, not a fixture it asks for
 
 The markers are registered here (with ``--strict-markers`` a typo is an error), next to the fixtures
 that imply them.
+
+``long`` is written on a test that explores further than CI can afford — more dates, more cases, a
+second route to a path another test already covers in CI. Such a test is skipped unless the run asks
+for the long profile (``ARETL_TEST_PROFILE=long``, the same switch that gives the Hypothesis models
+their long profile): CI keeps every path covered, the long profile explores.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -32,7 +39,10 @@ FIXTURE_MARKERS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 WRITTEN_MARKERS = {
     "spark_submit": "runs jobs through a real spark-submit process (one JVM per job); written on the test",
+    "long": "explores beyond CI (every path it covers is covered in CI too); run with ARETL_TEST_PROFILE=long",
 }
+#: The test profile: ``ci`` (the default) skips the ``long`` tests, ``long`` runs them.
+PROFILE = os.environ.get("ARETL_TEST_PROFILE", "ci")
 #: markers that make a test slow: it is marked ``slow`` too, so ``-m "not slow"`` is the quick suite
 SLOW = ("spark_submit", "cluster", "standalone")
 
@@ -54,3 +64,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(marker)
         if any(item.get_closest_marker(marker) for marker in SLOW):
             item.add_marker("slow")
+        if PROFILE != "long" and item.get_closest_marker("long"):
+            item.add_marker(pytest.mark.skip(reason="explores beyond CI: run with ARETL_TEST_PROFILE=long"))

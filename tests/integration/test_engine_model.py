@@ -16,13 +16,12 @@ Examples are cheap: tiny tables, the shared in-process session, and several inde
 Spark job — each **lane** of a snapshot example is its own history in its own key space (a leading
 ``lane`` key column), each **key** of a wide-table example its own event sequence — so the counts below
 are of those independent histories, each compared with its own model after every step.
-``ARETL_HYPOTHESIS_PROFILE=long`` runs the long search (docs/development/tests.md).
+``ARETL_TEST_PROFILE=long`` runs the long search (docs/development/tests.md).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import sqlite3
 from collections import Counter
 from typing import Any
@@ -36,14 +35,15 @@ from hypothesis import strategies as st
 from spark_jobs.contract import change_set_fields
 from spark_jobs.delta.expressions import quoted
 from tests_common.jobs import job, job_error, rows_of
+from tests_common.markers import PROFILE as TEST_PROFILE
 from tests_common.key_values import TYPES, as_sqlite, utc_naive
 
 #: Per profile: Hypothesis examples of each model, and the independent histories in each example.
 #: The CI profile draws the same examples on every run (derandomized: the suite's verdict does not depend
-#: on the draw); ``ARETL_HYPOTHESIS_PROFILE=long`` explores with fresh random draws.
+#: on the draw); ``ARETL_TEST_PROFILE=long`` explores with fresh random draws.
 PROFILES = {"ci": {"examples": 4, "lanes": 14, "keys": 16, "derandomize": True},
             "long": {"examples": 800, "lanes": 14, "keys": 16, "derandomize": False}}
-PROFILE = PROFILES[os.environ.get("ARETL_HYPOTHESIS_PROFILE", "ci")]
+PROFILE = PROFILES[TEST_PROFILE]
 settings.register_profile("model", max_examples=PROFILE["examples"], deadline=None, database=None,
                           derandomize=PROFILE["derandomize"],
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

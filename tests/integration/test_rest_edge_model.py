@@ -22,7 +22,7 @@ can take (both idempotent modes: ``upsert``, ``mirror``), the ledger holds exact
 planted secret — the API key or password, the connection's extras, the OAuth2 token, in any encoding
 — is in any reason, message or log line. Most cases drive the sink in this process through the
 delivery core (the executors' entry); a few fixed cases run the real sync job (Spark) and search every
-file of the warehouse, the results and the log. ``ARETL_HYPOTHESIS_PROFILE=long`` explores
+file of the warehouse, the results and the log. ``ARETL_TEST_PROFILE=long`` explores
 (docs/development/tests.md).
 """
 
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,10 +43,11 @@ from tests_common.delivery import change, deliver, sink_config
 from tests_common.fault_api import Behaviour, FaultApi, item_id
 from tests_common.http_server import served
 from tests_common.key_values import TYPES, as_json
+from tests_common.markers import PROFILE as TEST_PROFILE
 from tests_common.secrets import encodings
 
 PROFILES = {"ci": {"examples": 200, "derandomize": True}, "long": {"examples": 5000, "derandomize": False}}
-PROFILE = PROFILES[os.environ.get("ARETL_HYPOTHESIS_PROFILE", "ci")]
+PROFILE = PROFILES[TEST_PROFILE]
 EDGE = settings(max_examples=PROFILE["examples"], deadline=None, database=None, derandomize=PROFILE["derandomize"],
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture], print_blob=True)
