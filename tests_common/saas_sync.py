@@ -8,7 +8,7 @@ real sync job (tests/spark_jobs/sinks/saas/); this is what makes the rest cheap.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -84,10 +84,11 @@ def sync(destination: Destination, schema: pa.Schema, rows: list[dict[str, Any]]
     parts = [rows[i::partitions] for i in range(partitions)]
     stats: dict[str, Any] = {}
     rejects: list[tuple[str, str]] = []
-    for part in parts:
-        done = _partition(lambda: destination.sink(config), pa.RecordBatch.from_pylist(part, schema=full),
-                          fields, DeliveryPolicy(**{"batch_size": destination.sink.capabilities.batch_size, **FAST,
-                                                    **policy}))
+    share = DeliveryPolicy(**{"batch_size": destination.sink.capabilities.batch_size, **FAST, **policy})
+    for part in parts:  # each partition's sinks pace their requests by its share, as an executor task's do
+        paced = replace(config, delivery=share)
+        done = _partition(lambda paced=paced: destination.sink(paced), pa.RecordBatch.from_pylist(part, schema=full),
+                          fields, share)
         stats = _summed(stats, done.stats)
         rejects += done.rejects
     return Delivered(stats, rejects)

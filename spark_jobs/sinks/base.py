@@ -15,13 +15,15 @@ Sinks must be idempotent: upsert and delete by key, so a resend after a failure 
 from __future__ import annotations
 
 import json
+import threading
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from spark_jobs import redaction
 from spark_jobs.errors import ConfigError, DestinationError, RetryableError
 from spark_jobs.sinks.batch import ChangeBatch, ChangeRecord
+from spark_jobs.sinks.pacing import request_pacer
 from spark_jobs.contract.destination_record import BuiltInDestination
 from spark_jobs.contract.destinations import DeliveryPolicy, SinkOptions
 
@@ -37,6 +39,8 @@ __all__ = [
 ]
 
 OPERATIONS = ("upsert", "insert", "update", "delete")
+#: Guards the making of a partition's pacer (rare: once per config).
+_PACER_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,28 @@ class SinkConfig:
     #: ``"double"``, ``"decimal(20,4)"``, ``{"type": "struct", ...}``): how a JSON batch reads the numbers of
     #: its records back (:mod:`spark_jobs.sinks.json_numbers`). Empty: every fraction as a float.
     field_types: dict[str, Any] = field(default_factory=dict)
+    #: How this partition delivers: the sync's policy resolved for it (its share of the sync-wide limits,
+    #: :func:`spark_jobs.jobs.delivery.resolve`), given when the sync hands the config to its sinks;
+    #: None on the driver before that (its checks send no paced requests).
+    delivery: DeliveryPolicy | None = None
+    #: The partition's requests-per-second pacer, made on first use and shared by every sink built from
+    #: this config (a partition's sending threads); not part of the config's value, and not pickled.
+    _pacer: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_pacer": None}
+
+    def request_slot(self) -> AbstractContextManager[None]:
+        """One request's slot under this partition's share of the sync's ``requests_per_second``: a
+        context entered before the request is sent and left when it is answered (a destination's
+        window counts it until then); no limit, no wait."""
+        if self.delivery is None or not self.delivery.requests_per_second:
+            return nullcontext()
+        with _PACER_LOCK:
+            if self._pacer is None:
+                self._pacer = request_pacer(self.delivery)
+        slot: AbstractContextManager[None] = self._pacer()
+        return slot
 
     def check_may_create(self, what: str) -> None:
         """Refuse to create the missing destination ``what`` from a change set that is not the whole
@@ -173,9 +199,6 @@ class Sink:
     wants_json: ClassVar[bool]
     supports_delete: ClassVar[bool]
     paces_requests: ClassVar[bool]
-    #: The sync's ``requests_per_second`` share of this sink's partition: one request's slot (set by the
-    #: delivery core on each sink it opens, shared by the partition's threads; None: no limit).
-    request_pacer: Callable[[], AbstractContextManager[None]] | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -227,7 +250,7 @@ class Sink:
     def request_slot(self) -> AbstractContextManager[None]:
         """Enter before one request to the destination and leave when it is answered: waits until the
         sync's requests-per-second limit allows it (a destination's window counts a request until then)."""
-        return self.request_pacer() if self.request_pacer is not None else nullcontext()
+        return self.config.request_slot()
 
     def open(self) -> None:
         """Connect. Called once per partition on the executor."""

@@ -37,7 +37,7 @@ from spark_jobs import redaction
 from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.sinks.base import Outcome, Rejected, Retry, Sink
 from spark_jobs.sinks.batch import ChangeBatch
-from spark_jobs.sinks.pacing import RateLimiter, request_pacer
+from spark_jobs.sinks.pacing import RateLimiter
 from spark_jobs.errors import DestinationError, DestinationUnreachableError, RetryableError
 
 if TYPE_CHECKING:
@@ -237,13 +237,13 @@ def chunks(arrow_batches: Iterable[pa.RecordBatch], size: int, key_fields: list[
 
 
 class _Lanes:
-    """One sink and one Stats per sending thread, opened on first use and all closed at the end."""
+    """One sink and one Stats per sending thread, opened on first use and all closed at the end. The
+    sinks share their config, and with it the partition's requests-per-second pacer
+    (:meth:`~spark_jobs.sinks.base.SinkConfig.request_slot`)."""
 
     def __init__(self, make_sink: Callable[[], Sink], policy: DeliveryPolicy):
         self.make_sink = make_sink
         self.policy = policy
-        #: the partition's share of the sync's requests per second, one for all its threads
-        self.pacer = request_pacer(policy)
         self.local = threading.local()
         self.opened: list[tuple[Sink, Stats]] = []
         self.lock = threading.Lock()
@@ -252,7 +252,6 @@ class _Lanes:
         lane = getattr(self.local, "lane", None)
         if lane is None:
             sink = self.make_sink()
-            sink.request_pacer = self.pacer
             lane = (sink, Stats())
             with self.lock:
                 self.opened.append(lane)
@@ -338,7 +337,9 @@ def deliver_partition(
     fields: list[str],
 ) -> Iterator[Any]:
     """Executor entry (``mapInArrow``): send one partition's rows, yield outcome rows (see
-    ``OUTCOME_DDL``) as Arrow record batches — redacted, as are its log lines and what it raises."""
+    ``OUTCOME_DDL``) as Arrow record batches — redacted, as are its log lines and what it raises.
+    ``policy`` is this partition's share of the sync's; the sinks ``make_sink`` builds pace their own
+    requests by the same share (their config's ``delivery``)."""
     _executor_logging()
     with redaction.redacting_logs():
         try:

@@ -67,3 +67,24 @@ def test_a_batch_failing_whole_for_good_is_an_unreachable_destination():
 def test_an_outcome_that_is_no_outcome_fails_the_sync():
     with pytest.raises(DestinationError, match="returned 'yes', not None/Rejected/Retry"):
         send_batch(ScriptedSink({"a": ["yes"]}), batch("a"), POLICY, Stats())
+
+
+def test_a_partitions_sinks_share_its_request_pacer_which_no_copy_of_the_config_carries():
+    """The pacer is the sink side's (issue 45): every sink built from one config (a partition's sending
+    threads) waits on the one pacer of its share, made on first use; a pickled config (what an executor
+    task receives) starts without one, so each partition paces its own share."""
+    import pickle
+    import time
+
+    config = SinkConfig(destination={"type": "scripted"}, key_fields=["id"], fields=["id"], mode="upsert",
+                        delivery=DeliveryPolicy(requests_per_second=20))
+    first, second = Sink(config), Sink(config)
+    started = time.monotonic()
+    for sink in (first, second, first, second):  # one bucket of one request: four requests take ~3/20 s
+        with sink.request_slot():
+            pass
+    assert time.monotonic() - started >= 3 / 20 - 0.01
+    assert pickle.loads(pickle.dumps(config))._pacer is None and config._pacer is not None
+    unlimited = SinkConfig(destination={"type": "scripted"}, key_fields=["id"], fields=["id"], mode="upsert")
+    with Sink(unlimited).request_slot():
+        assert unlimited._pacer is None  # no limit: nothing to wait on, nothing made

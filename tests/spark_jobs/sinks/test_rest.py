@@ -38,13 +38,14 @@ def contact(i: int, **fields):
     return change("upsert", {"id": i}, {"email": f"c{i}@example.com", "name": f"n{i}", **fields})
 
 
-def rest(api, operations, mode="upsert", password=None, login=None, extra=None, **options):
-    """A sink factory for ``operations`` against ``api`` (options as a destination dict gives them)."""
+def rest(api, operations, mode="upsert", password=None, login=None, extra=None, delivery=None, **options):
+    """A sink factory for ``operations`` against ``api`` (options as a destination dict gives them);
+    ``delivery``: the partition's share of the sync's policy, by which its sinks pace their requests."""
     destination = {"type": "rest", "base_url": f"{api.url}", "operations": operations, **options,
                    "connection": {"conn_type": "http", "login": login}}
     secrets = {k: v for k, v in {"password": password, "extra": extra and json.dumps(extra)}.items() if v}
     config = sink_config(destination, KEY, FIELDS, mode, secrets, table="snapshots/customers", consumer="crm",
-                         to_version=3)
+                         to_version=3, delivery=delivery)
     return lambda: RestSink(config)
 
 
@@ -247,12 +248,13 @@ def test_with_the_apis_window_known_its_allowance_goes_at_once_and_never_one_mor
 
 def delivered_by_two_partitions(api, policy: DeliveryPolicy, each: int) -> list[float]:
     """Deliver ``each`` contacts from each of two partitions (threads here, as executors would be)
-    with the resolved ``policy``; the seconds after the start at which the API received each request."""
-    sinks = rest(api, {"upsert": UPSERT_ONE})
+    with the resolved ``policy``; the seconds after the start at which the API received each request.
+    Each partition has its sinks' config of its own, as each executor task unpickles one."""
     shared = {k: v for k, v in policy.to_dict().items() if v is not None}
     started = time.monotonic()
     parts = [[contact(i) for i in range(p * each, p * each + each)] for p in range(2)]
-    threads = [threading.Thread(target=deliver, args=(sinks, part, KEY, FIELDS), kwargs=shared) for part in parts]
+    threads = [threading.Thread(target=deliver, args=(rest(api, {"upsert": UPSERT_ONE}, delivery=policy), part, KEY,
+                                                      FIELDS), kwargs=shared) for part in parts]
     for thread in threads:
         thread.start()
     for thread in threads:
