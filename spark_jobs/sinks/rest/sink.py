@@ -183,7 +183,7 @@ class RestSink(Sink):
             request = self._request(op, records)
         except TemplateValueError as exc:
             return [Rejected(f"{self.name}: {exc}", sent=False)] * len(records)
-        return self.read_response(request, self._exchange(request))
+        return self.read_response(request, self._exchange(request.method, request.url, request.headers, request.body))
 
     def _request(self, op: str, records: Sequence[ChangeRecord]) -> RestRequest:
         operation = self.rest.operations[op]
@@ -199,16 +199,16 @@ class RestSink(Sink):
             raise ConfigError(f"The {self.name} destination's {op} operation: a template failed: {exc}") from None
         return request
 
-    def _exchange(self, request: RestRequest) -> Any:
-        """Send ``request`` (paced, authenticated); after a 401 to an OAuth2 token, once more with a new one."""
-        headers = {**request.headers, **self.auth.headers()}
-        response = self._sent(request, headers)
-        if response.status_code == 401 and self.auth.refresh_after_401(headers):
-            response = self._sent(request, {**request.headers, **self.auth.headers()})
+    def _exchange(self, method: str, url: str, headers: dict[str, str], body: bytes | None) -> Any:
+        """Send one request (paced, authenticated); after a 401 to an OAuth2 token, once more with a new one."""
+        sent = {**headers, **self.auth.headers()}
+        response = self._sent(method, url, sent, body)
+        if response.status_code == 401 and self.auth.refresh_after_401(sent):
+            response = self._sent(method, url, {**headers, **self.auth.headers()}, body)
         return response
 
-    def _sent(self, request: RestRequest, headers: dict[str, str]) -> Any:
+    def _sent(self, method: str, url: str, headers: dict[str, str], body: bytes | None) -> Any:
         assert self.session is not None, "the sink is not open"
         with self.request_slot():
-            return send(self.session, request.method, request.url, timeout=self.timeout, redact=self.auth.redact,
-                        data=request.body, headers=headers)
+            return send(self.session, method, url, timeout=self.timeout, redact=self.auth.redact, data=body,
+                        headers=headers)

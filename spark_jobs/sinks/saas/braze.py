@@ -137,7 +137,7 @@ class BrazeSink(SaasSink):
         known: dict[str, str] = {}
         url: str | None = "/custom_attributes"
         while url:
-            response = self.call("GET", url, headers={"Accept": "application/json"})
+            response = self.auxiliary_request("GET", url, headers={"Accept": "application/json"})
             known.update({a["name"]: a.get("status", "Active") for a in response.json().get("attributes", [])})
             url = response.links.get("next", {}).get("url")
         return known

@@ -165,7 +165,7 @@ class HubSpotSink(SaasSink):
         return _PROPERTIES.get((self.base_url, self.options.object_type), self._read_properties, fresh)
 
     def _read_properties(self) -> dict[str, dict[str, Any]]:
-        response = self.call("GET", f"/crm/v3/properties/{self.options.object_type}", ok=(200, 400, 404))
+        response = self.auxiliary_request("GET", f"/crm/v3/properties/{self.options.object_type}", ok=(200, 400, 404))
         if response.status_code != 200:
             raise DestinationError(f"HubSpot has no object type {self.options.object_type!r}: HTTP "
                                    f"{response.status_code} {self.auth.redact(response.text[:300])}")
@@ -205,15 +205,15 @@ class HubSpotSink(SaasSink):
         """``value`` of the id property as HubSpot matches it: an email in lower case, else as it is."""
         return value.lower() if self.by_email else value
 
-    def deliver(self, op: str, records: list[ChangeRecord]) -> list[Outcome]:
+    def send_operation(self, op: str, records: list[ChangeRecord]) -> list[Outcome]:
         """upsert as one request; insert, update and delete after reading which records exist."""
         if op == "upsert":
-            return super().deliver(op, records)
+            return super().send_operation(op, records)
         found = self._found(records)
         send = [(self.match(self._id(r)) in found) == (op != "insert") for r in records]
         self.archive_ids = found
         chosen = [r for r, s in zip(records, send) if s]
-        results = iter(super().deliver(op, chosen) if chosen else [])
+        results = iter(super().send_operation(op, chosen) if chosen else [])
         return [next(results) if s else None for s in send]
 
     def _found(self, records: list[ChangeRecord]) -> dict[str, str]:
@@ -221,7 +221,7 @@ class HubSpotSink(SaasSink):
         it (:meth:`match`; a contact by each of its emails)."""
         id_property = self.options.id_property
         names = [id_property, ADDITIONAL_EMAILS] if self.by_email else [id_property]
-        response = self.call("POST", f"{self._objects}/batch/read", ok=(200, 207), json_body={
+        response = self.auxiliary_request("POST", f"{self._objects}/batch/read", ok=(200, 207), json_body={
             "idProperty": id_property, "inputs": [{"id": self._id(r)} for r in records], "properties": names})
         found = {}
         for result in response.json().get("results", []):

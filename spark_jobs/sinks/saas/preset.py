@@ -7,9 +7,9 @@ this base adds the three things configuration cannot say:
   by the destination's own field types (:meth:`SaasSink.converted`, read from the vendor's schema
   endpoint); a value that cannot be said faithfully rejects its record alone, naming the field —
   never a whole request of records, never a rounded or shifted value;
-* **several requests for one operation** (:meth:`SaasSink.deliver`): a delete by a key the API
+* **several requests for one operation** (:meth:`SaasSink.send_operation`): a delete by a key the API
   cannot delete by looks the API's own ids up first; a large batch becomes an asynchronous job;
-* **auxiliary requests** (:meth:`SaasSink.call`): lookups, schema reads and job steps go through the
+* **auxiliary requests** (:meth:`SaasSink.auxiliary_request`): lookups, schema reads and job steps go through the
   same core as every request — authenticated (OAuth2 tokens shared by the process and renewed after a
   401), paced to the sync's requests per second, redirects refused, secrets kept out of messages —
   and a transient answer raises :class:`~spark_jobs.errors.RetryableError` for the delivery core to
@@ -95,7 +95,7 @@ class SaasSink(RestSink):
         """``record.data`` in the destination's types; :class:`Unconvertible` naming the field."""
         return dict(record.data)
 
-    def deliver(self, op: str, records: list[ChangeRecord]) -> list[Outcome]:
+    def send_operation(self, op: str, records: list[ChangeRecord]) -> list[Outcome]:
         """Send records whose values are converted: by default the operation's one request."""
         return super()._send(op, records)
 
@@ -148,7 +148,7 @@ class SaasSink(RestSink):
             except Unconvertible as exc:
                 outcomes[i] = Rejected(f"{self.name}: {exc}")
         if ready:
-            for i, outcome in zip(where, self.deliver(op, ready)):
+            for i, outcome in zip(where, self.send_operation(op, ready)):
                 outcomes[i] = outcome
         return outcomes
 
@@ -180,17 +180,14 @@ class SaasSink(RestSink):
                 time.sleep(wait)
         raise AssertionError("unreachable")
 
-    def call(self, method: str, url: str, *, json_body: Any = None, data: bytes | None = None,
+    def auxiliary_request(self, method: str, url: str, *, json_body: Any = None, data: bytes | None = None,
              headers: dict[str, str] | None = None, ok: Sequence[int] = (200,)) -> Any:
         """One request outside the operations (module docstring); the response (``requests``') when its
         status is in ``ok``, else :class:`DestinationError` with the vendor's answer."""
         body = data if json_body is None else json.dumps(json_body).encode()
         send_headers = {"Content-Type": "application/json", **(headers or {})} if json_body is not None \
             else dict(headers or {})
-        request = RestRequest(method, self.rest.operations[next(iter(self.rest.operations))], self.rest.response,
-                              [], {}, method, url if "://" in url else self.base_url.rstrip("/") + url,
-                              send_headers, body)
-        response = self._exchange(request)
+        response = self._exchange(method, url if "://" in url else self.base_url.rstrip("/") + url, send_headers, body)
         reply = Reply.of(response)
         if reply.status in ok:
             return response

@@ -179,7 +179,7 @@ class SalesforceSink(SaasSink):
         return _DESCRIBED.get((self.base_url, self.options.object), self._read_describe, fresh)
 
     def _read_describe(self) -> dict[str, dict[str, Any]]:
-        response = self.call("GET", f"{self._data}/sobjects/{self.options.object}/describe", ok=(200, 404))
+        response = self.auxiliary_request("GET", f"{self._data}/sobjects/{self.options.object}/describe", ok=(200, 404))
         if response.status_code != 200:
             raise DestinationError(f"Salesforce has no object {self.options.object!r} (or the integration user "
                                    f"cannot see it): {self.auth.redact(response.text[:300])}")
@@ -203,7 +203,7 @@ class SalesforceSink(SaasSink):
         records = [{"attributes": {"type": self.options.object}, **r.data} for r in request.records]
         return to_json({"allOrNone": self.options.all_or_none, "records": records}).encode()
 
-    def deliver(self, op: str, records: list[ChangeRecord]) -> list[Outcome]:
+    def send_operation(self, op: str, records: list[ChangeRecord]) -> list[Outcome]:
         """upsert in requests of 200 or one Bulk job; insert and update after looking up which records
         exist; delete by the Ids looked up."""
         if op == "delete":
@@ -242,7 +242,7 @@ class SalesforceSink(SaasSink):
             url = f"{self._data}/query?" + urlencode(
                 {"q": f"SELECT Id, {ext} FROM {self.options.object} WHERE {ext} IN ({literals})"})
             while url:
-                body = self.call("GET", url).json()
+                body = self.auxiliary_request("GET", url).json()
                 found.update({match_key(self.fields[ext], r[ext]): r["Id"] for r in body.get("records", [])})
                 url = body.get("nextRecordsUrl") or ""
         return found
@@ -259,7 +259,7 @@ class SalesforceSink(SaasSink):
         for start in range(0, len(ids), COLLECTION_LIMIT):
             chunk, chosen = ids[start:start + COLLECTION_LIMIT], records[start:start + COLLECTION_LIMIT]
             url = f"{self._data}/composite/sobjects?" + urlencode({"ids": ",".join(chunk), "allOrNone": "false"})
-            reply = responses.Reply.of(self.call("DELETE", url, ok=(200, 400)))
+            reply = responses.Reply.of(self.auxiliary_request("DELETE", url, ok=(200, 400)))
             outcomes = responses.outcomes(RestResponse.from_dict(DELETED), reply, chosen, self.name,
                                           f"DELETE {url}", self.auth.redact)
             refused.update({i: o for i, o in zip(chunk, outcomes) if o is not None})
@@ -291,7 +291,7 @@ class SalesforceSink(SaasSink):
 
     def _run_job(self, job: dict[str, Any], header: list[str], rows: list[list[str]]) -> list[dict[str, str]]:
         """One Bulk API 2.0 ingest job of ``rows``: its failed records (``failedResults/``, as dicts)."""
-        created = self.call("POST", f"{self._data}/jobs/ingest", json_body={
+        created = self.auxiliary_request("POST", f"{self._data}/jobs/ingest", json_body={
             "object": self.options.object, "contentType": "CSV", "lineEnding": "LF", "columnDelimiter": "COMMA",
             **job})
         url = f"{self._data}/jobs/ingest/{created.json()['id']}"
@@ -299,23 +299,23 @@ class SalesforceSink(SaasSink):
         writer = csv.writer(data, lineterminator="\n")
         writer.writerow(header)
         writer.writerows(rows)
-        self.call("PUT", f"{url}/batches", data=data.getvalue().encode(), headers={"Content-Type": "text/csv"},
-                  ok=(201,))
-        self.call("PATCH", url, json_body={"state": "UploadComplete"})
+        self.auxiliary_request("PUT", f"{url}/batches", data=data.getvalue().encode(),
+                               headers={"Content-Type": "text/csv"}, ok=(201,))
+        self.auxiliary_request("PATCH", url, json_body={"state": "UploadComplete"})
         info = self._wait(url)
         if info["state"] != "JobComplete":
             raise DestinationError(f"salesforce: Bulk API 2.0 job {info['id']} {info['state']}: "
                                    f"{info.get('errorMessage', 'no reason given')}")
-        return list(csv.DictReader(io.StringIO(self.call("GET", f"{url}/failedResults/").text)))
+        return list(csv.DictReader(io.StringIO(self.auxiliary_request("GET", f"{url}/failedResults/").text)))
 
     def _wait(self, url: str) -> dict[str, Any]:
         deadline = time.monotonic() + self.options.bulk_timeout
         while True:
-            info: dict[str, Any] = self.call("GET", url).json()
+            info: dict[str, Any] = self.auxiliary_request("GET", url).json()
             if info["state"] in TERMINAL:
                 return info
             if time.monotonic() >= deadline:
-                self.call("PATCH", url, json_body={"state": "Aborted"})
+                self.auxiliary_request("PATCH", url, json_body={"state": "Aborted"})
                 raise RetryableError(f"salesforce: Bulk API 2.0 job {info['id']} still {info['state']} after "
                                      f"{self.options.bulk_timeout:g}s: aborted, the batch is sent again")
             time.sleep(self.options.bulk_poll_interval)
