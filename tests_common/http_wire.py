@@ -11,11 +11,15 @@ import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs
 
-if TYPE_CHECKING:
-    from tests_common.http_server import HttpApi
+
+
+class Serving(Protocol):
+    """What a :class:`WireServer` hands each request to (:class:`tests_common.http_server.HttpApi`)."""
+
+    def _serve(self, handler: WireHandler) -> None: ...
 
 #: The largest body read; a larger one is answered 413 without being read.
 MAX_BODY = 256 * 1024 * 1024
@@ -97,12 +101,12 @@ class Reply:
 
 class WireServer(ThreadingHTTPServer):
     """A threaded server that knows its open connections, so that stopping it closes the keep-alive
-    ones a client still holds, and its ``api``, whose :meth:`HttpApi._serve` answers every request."""
+    ones a client still holds, and its ``api``, whose ``_serve`` answers every request (:class:`Serving`)."""
 
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], api: HttpApi):
+    def __init__(self, address: tuple[str, int], api: Serving):
         self.api = api
         self.open_sockets: set[socket.socket] = set()
         self.sockets_lock = threading.Lock()
