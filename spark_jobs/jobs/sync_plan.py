@@ -125,11 +125,10 @@ def plan_sync(spark: SparkSession, spec: SyncSpec, sink_cls: type[Sink]) -> Sync
     """Check the change set and the consumer's position (a stale sync fails here, before anything is
     read or sent), read the change set, add the ledger's resends, map to destination fields, build the
     sink and count the records per operation."""
-    current = consumers.position(spec.lake, spec.table, spec.consumer)
-    changes_version = _changes_version(spec, current.version)
-    expected = None if spec.dry_run or not spec.commit else \
-        consumers.require_position(current, spec.from_version, spec.to_version)
     wh, key, destination = spec.lake, spec.primary_key, spec.destination
+    changes_version = _changes_version(spec)
+    expected = None if spec.dry_run or not spec.commit else \
+        consumers.require_position(wh, spec.table, spec.consumer, spec.from_version, spec.to_version)
     ops = operations(spark.read.format("delta").load(wh.uri(spec.changes)), spec.mode, key)
     ops, ledger, resend = _with_resends(spark, wh, spec, ops, key, spec.mode)
     frame, key_fields, fields = apply_mapping(ops, spec)
@@ -145,14 +144,15 @@ def plan_sync(spark: SparkSession, spec: SyncSpec, sink_cls: type[Sink]) -> Sync
                     0 if resend is None else resend.count(), inputs, expected)
 
 
-def _changes_version(spec: SyncSpec, committed: int | None) -> int:
-    """The change set's current version (the one read of its log); a change set that is not there
-    was pruned after this very sync committed (a stale re-run: ``committed``, the consumer's version,
-    says) or was never written, and one whose commit file is damaged is refused before anything is sent."""
+def _changes_version(spec: SyncSpec) -> int:
+    """The change set's current version (the one read of its log). A change set that is not there
+    was pruned after this very sync committed (a stale re-run: the consumer's committed version, read
+    then, says) or was never written; one whose commit file is damaged is refused before anything is sent."""
     uri = spec.lake.uri(spec.changes)
     history = require_intact(table_history(uri, 1), uri)
     if history is not None:
         return int(history[0]["version"])
+    committed = consumers.committed_version(spec.lake, spec.table, spec.consumer)
     if committed == spec.to_version:  # a re-run after its version was delivered and pruned
         raise AlreadyDeliveredError(f"Change set {spec.changes} was deleted by retention after {spec.consumer} "
                                     f"committed its version {committed} of {spec.table}. Nothing was sent.")

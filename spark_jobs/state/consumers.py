@@ -126,16 +126,17 @@ def commit_all(wh: Warehouse, versions: dict[tuple[str, str], int], run_id: str 
     append(CONSUMERS.uri(wh), rows)
 
 
-def require_position(current: Position, from_version: int | None, to_version: int) -> Position:
-    """The pair's position ``current`` (as :func:`position` read it), provided a sync from
-    ``from_version`` to ``to_version`` may commit over it; checked before delivery so that a stale sync
-    fails before sending anything.
+def require_position(wh: Warehouse, table_rel: str, consumer: str, from_version: int | None,
+                     to_version: int) -> Position:
+    """The pair's position, read now, provided a sync from ``from_version`` to ``to_version`` may
+    commit over it; checked before delivery so that a stale sync fails before sending anything. The
+    position returned is what the sync's commit compares against (:func:`commit_from`).
 
     A sync from version F commits only over F. A sync from nothing (the first one, or a full resync)
     commits over nothing or over any version up to its own target — never backwards. A sync whose
     target the pair has already committed (another run delivered it) raises
     :class:`~spark_jobs.errors.AlreadyDeliveredError`, a stale commit with nothing left to send."""
-    table_rel, consumer = current.table, current.consumer
+    current = position(wh, table_rel, consumer)
     if from_version is None:
         fits = current.version is None or current.version <= to_version
     else:

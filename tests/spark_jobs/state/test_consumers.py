@@ -64,22 +64,21 @@ def test_a_rerun_of_a_delivered_version_succeeds_as_already_delivered(spark, war
 def test_a_commit_over_a_newer_commit_is_refused(spark, warehouse):
     wh = Warehouse(warehouse)
     consumers.commit(wh, "snapshots/t", "crm", 1, "setup")
-    a = consumers.require_position(consumers.position(wh, "snapshots/t", "crm"), 1, 2)
-    b = consumers.require_position(consumers.position(wh, "snapshots/t", "crm"), 1, 3)
+    a = consumers.require_position(wh, "snapshots/t", "crm", 1, 2)
+    b = consumers.require_position(wh, "snapshots/t", "crm", 1, 3)
     consumers.commit_from(wh, b, 3, "b")
     # a's commit finds b's where it expected the pair's position of when it started: it must fail, not land.
     with pytest.raises(StaleCommitError, match="version 3 committed by run 'b'"):
         consumers.commit_from(wh, a, 2, "a")
     assert consumers.committed_version(wh, "snapshots/t", "crm") == 3
     with pytest.raises(StaleCommitError, match="started from version 1"):
-        consumers.require_position(consumers.position(wh, "snapshots/t", "crm"), 1, 4)
+        consumers.require_position(wh, "snapshots/t", "crm", 1, 4)
 
 
 def test_concurrent_commits_from_one_position_let_exactly_one_through(spark, warehouse):
     wh = Warehouse(warehouse)
     for round_ in range(3):
-        expected = consumers.require_position(consumers.position(wh, "snapshots/t", "crm"),
-                                              None if round_ == 0 else round_ * 10, 99)
+        expected = consumers.require_position(wh, "snapshots/t", "crm", None if round_ == 0 else round_ * 10, 99)
         outcomes = race(spark, 2, lambda session, i, expected=expected, round_=round_: consumers.commit_from(
             wh, expected, (round_ + 1) * 10, f"run-{round_}-{i}"))
         winners = [o for o in outcomes if o is None]
@@ -93,7 +92,7 @@ def test_commits_of_other_consumers_landing_meanwhile_do_not_refuse_a_commit(spa
     by another pair's commit reads again and lands, where its own pair's commit would refuse it."""
     wh = Warehouse(warehouse)
     pairs = [("snapshots/t", f"c{i}") for i in range(6)]
-    expected = [consumers.require_position(consumers.position(wh, table, consumer), None, 1)
+    expected = [consumers.require_position(wh, table, consumer, None, 1)
                 for table, consumer in pairs]
     outcomes = race(spark, len(pairs), lambda session, i: consumers.commit_from(wh, expected[i], 1, f"run-{i}"))
     assert outcomes == [None] * len(pairs)
@@ -164,7 +163,7 @@ def test_a_consumers_table_of_the_previous_release_is_read_and_extended(spark, w
                                 "run_id STRING")
     old.write.format("delta").save(wh.system("consumers"))
     assert consumers.committed_version(wh, "snapshots/t", "crm") == 7
-    consumers.commit_from(wh, consumers.require_position(consumers.position(wh, "snapshots/t", "crm"), 7, 8), 8, "new")
+    consumers.commit_from(wh, consumers.require_position(wh, "snapshots/t", "crm", 7, 8), 8, "new")
     assert consumers.committed_version(wh, "snapshots/t", "crm") == 8
 
 
