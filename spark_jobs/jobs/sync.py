@@ -86,12 +86,13 @@ def run_sync(spark: SparkSession, spec: SyncSpec) -> SyncResult:
 
 def _sync(spark: SparkSession, report: SyncReport) -> SyncResult:
     """The sync's steps in order, each taking what the one before returned: plan (with the consumer's
-    position checked), check the destination, deliver, settle the ledger, commit, report. What the
-    steps returned so far is what a failed run records."""
+    position checked), check the destination, deliver, settle the ledger, commit; then the report,
+    asked once with what the steps returned, a failed run's too (it records the failure and raises it)."""
     spec = report.spec
     plan: SyncPlan | None = None
     delivered: Delivered | None = None
     committed = False
+    failure: Exception | None = None
     try:
         plan = plan_sync(spark, spec, report.sink_cls)
         if spec.dry_run:
@@ -107,9 +108,8 @@ def _sync(spark: SparkSession, report: SyncReport) -> SyncResult:
     except AlreadyDeliveredError:
         raise  # not a failure: run_sync reports it as delivered
     except Exception as exc:
-        report.record("failed", plan, delivered, committed, f"{type(exc).__name__}: {exc}"[:4000])
-        raise
-    return report.finish(plan, delivered, committed)
+        failure = exc
+    return report.finish(plan, delivered, committed, failure)
 
 
 def _check_destination(spark: SparkSession, plan: SyncPlan) -> None:

@@ -12,6 +12,7 @@ recorded with the figures of the steps it finished and the defaults of the other
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from spark_jobs.contract import SyncResult, SyncSpec
 from spark_jobs.contract.destinations import destination_label
 from spark_jobs.contract.results import Ref
+from spark_jobs.contract.system_tables import RUNS
 from spark_jobs.errors import DestinationError
 from spark_jobs.sinks.base import Sink
 from spark_jobs.sinks.core import Stats
@@ -32,6 +34,10 @@ if TYPE_CHECKING:
 
 #: The run-history row's fields a sync result carries as its ``run``.
 RUN_FIELDS = ("status", "started_at", "finished_at", "duration_s", "outcomes")
+#: The destination operations the run history counts before delivery (its ``planned_<op>`` columns).
+PLANNED = re.findall(r"planned_(\w+)", RUNS.ddl)
+#: The delivery figures the run history keeps (:class:`~spark_jobs.sinks.core.Stats`).
+DELIVERED = ("sent", "inserted", "updated", "deleted", "rejected", "retried")
 #: What makes two refusals of one kind read differently — a quoted value, an address, a number (an
 #: HTTP status aside) — replaced, so that their reasons group and the group's text holds no record's data.
 _RECORD_VALUES = ((r"'[^']*'", "'…'"), (r'"[^"]*"', '"…"'), (r"[^\s@]+@[^\s@]+", "…@…"),
@@ -79,30 +85,58 @@ class SyncReport:
     def sink_name(self) -> str:
         return str(self.sink_cls.name or self.spec.destination.get("type"))
 
+    def row(self, status: str, plan: SyncPlan | None = None, delivered: Delivered | None = None,
+            committed: bool = False, error: str | None = None) -> dict[str, Any]:
+        """The run's run-history row, from what the steps it got to returned (the defaults for the others)."""
+        spec, finished = self.spec, datetime.now(timezone.utc)
+        planned = plan.planned if plan else {}
+        stats = delivered.stats.__dict__ if delivered else {}
+        return {
+            "run_id": spec.run_id, "dag_id": spec.dag_id, "task_id": spec.task_id,
+            "logical_date": spec.logical_date, "table": spec.table, "consumer": spec.consumer,
+            "sink": self.sink_name, "destination": self.label, "mode": spec.mode,
+            "dry_run": spec.dry_run, "status": status, "error": error,
+            "from_version": spec.from_version, "to_version": spec.to_version,
+            "committed": committed, "started_at": self.started_at, "finished_at": finished,
+            "duration_s": round((finished - self.started_at).total_seconds(), 3),
+            **{f"planned_{op}": int(planned.get(op, 0)) for op in PLANNED},
+            "resent": int(plan.resent if plan else 0),
+            **{name: int(stats.get(name, 0)) for name in DELIVERED},
+            "outcomes": {k: int(v) for k, v in (stats.get("outcomes") or {}).items()},
+        }
+
     def record(self, status: str, plan: SyncPlan | None = None, delivered: Delivered | None = None,
                committed: bool = False, error: str | None = None) -> dict[str, Any]:
         """Append the run's row to the run history; return it."""
-        return runs.record(self.spec.lake, self.spec, sink=self.sink_name, destination=self.label, status=status,
-                           started_at=self.started_at, error=error,
-                           planned=plan.planned if plan else None,
-                           stats=delivered.stats.__dict__ if delivered else None,
-                           resent=plan.resent if plan else 0, committed=committed)
+        row = self.row(status, plan, delivered, committed, error)
+        runs.record(self.spec.lake, row)
+        return row
 
     def dry_run(self, plan: SyncPlan, written: Ref) -> SyncResult:
         """The result of a dry run, whose operations went to ``written`` instead of the destination."""
         return self.result(self.record("dry_run", plan), plan, dry_run=True, plan=written, outputs=[written])
 
-    def finish(self, plan: SyncPlan, delivered: Delivered, committed: bool) -> SyncResult:
-        """Record a sync that delivered and return its result; a change set refused whole (nothing
-        committed) or more rejects than ``max_reject_fraction`` allows (what was delivered committed)
-        fail the task after that."""
+    def finish(self, plan: SyncPlan | None, delivered: Delivered | None, committed: bool,
+               failure: Exception | None = None) -> SyncResult:
+        """Record the run and return its result. A run that failed (``failure``) is recorded with what
+        its steps returned before it and the failure is raised again; a change set refused whole
+        (nothing committed) or more rejects than ``max_reject_fraction`` allows (what was delivered
+        committed) fail the task after the run is recorded."""
+        if failure is not None:
+            self.record("failed", plan, delivered, committed, f"{type(failure).__name__}: {failure}"[:4000])
+            raise failure
+        assert plan is not None and delivered is not None, "a sync that did not fail has planned and delivered"
         spec, stats = self.spec, delivered.stats
         fraction, total, rejected = spec.max_reject_fraction, plan.records, stats.rejected
         refused = refused_whole(plan, delivered)
         too_many = not refused and fraction is not None and rejected > fraction * total
-        row = self.record("refused" if refused else "too_many_rejects" if too_many else "success", plan, delivered,
-                          committed)
+        row = self.row("refused" if refused else "too_many_rejects" if too_many else "success", plan, delivered,
+                       committed)
         reasons = top_reasons(delivered.refused) if rejected else None
+        result = self.result(row, plan, committed=committed, stats=stats.__dict__, delivery_s=delivered.seconds,
+                             delivered_from=delivered.where, reject_reasons=reasons,
+                             outputs=[{"name": self.label, "uri": None, "version": None}])
+        runs.record(spec.lake, row)
         said = "; ".join(f"{r['reason']} ({r['count']})" for r in reasons or [])
         if refused:
             raise DestinationError(
@@ -117,9 +151,7 @@ class SyncReport:
                 f"max_reject_fraction={fraction:g}. The {stats.sent} delivered records are committed (version "
                 f"{spec.to_version}); the rejected ones are in _system/rejects with their errors and will be sent "
                 f"again on the next run. Most frequent reasons: {said}")
-        return self.result(row, plan, committed=committed, stats=stats.__dict__, delivery_s=delivered.seconds,
-                           delivered_from=delivered.where, reject_reasons=reasons,
-                           outputs=[{"name": self.label, "uri": None, "version": None}])
+        return result
 
     def result(self, row: dict[str, Any], sync_plan: SyncPlan | None = None, **outcome: Any) -> SyncResult:
         """The sync's result: what every result says (the spec's table, consumer, mode, destination

@@ -74,7 +74,8 @@ def rows_of(table: SystemTable, rows: list[dict[str, Any]]) -> pa.Table:
 
 def record(wh: Warehouse, table: SystemTable, row: dict[str, Any]) -> None:
     """Append a history row (a run, a lineage row) to ``table``."""
-    lake_io.append(table.uri(wh), rows_of(table, [row]))
+    rows = rows_of(table, [row])
+    lake_io.append(table.uri(wh), rows)
 
 
 def current(wh: Warehouse, table: SystemTable) -> tuple[DeltaTable | None, pa.Table]:
