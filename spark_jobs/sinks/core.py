@@ -107,6 +107,14 @@ class _WaitHonouringRetryAfter:
         return self._backoff(state)
 
 
+def retrying(policy: DeliveryPolicy, before_sleep: Callable[[RetryCallState], None]) -> Retrying:
+    """The core's retry schedule (tenacity): a :class:`~spark_jobs.errors.RetryableError` is tried again
+    up to the policy's attempts, after a wait the destination named or the policy's backoff with
+    jitter; the last one is raised. ``before_sleep`` is called before each wait (a log line)."""
+    return Retrying(retry=retry_if_exception_type(RetryableError), wait=_WaitHonouringRetryAfter(policy),
+                    stop=stop_after_attempt(policy.max_attempts), before_sleep=before_sleep, reraise=True)
+
+
 class Reject(NamedTuple):
     """A record the destination refused for good, as the reject ledger records it."""
 
@@ -147,12 +155,9 @@ class _BatchDelivery:
         return batch.take(i for i in range(len(batch)) if i not in not_utf8)
 
     def run(self) -> list[Reject]:
-        retrying = Retrying(retry=retry_if_exception_type(RetryableError), wait=_WaitHonouringRetryAfter(self.policy),
-                            stop=stop_after_attempt(self.policy.max_attempts), before_sleep=self._before_sleep,
-                            reraise=True)
         try:
             if len(self.pending):
-                retrying(self._attempt)
+                retrying(self.policy, self._before_sleep)(self._attempt)
         except RetryableError as exc:
             # transient every time: the destination is down or overloaded, not refusing this sync
             raise DestinationUnreachableError(

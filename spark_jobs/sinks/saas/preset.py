@@ -37,10 +37,13 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
 
+from tenacity import RetryCallState
+
 from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.contract.rest import RETRY_STATUSES
 from spark_jobs.errors import DestinationError, DestinationUnreachableError, RetryableError
 from spark_jobs.sinks.base import ChangeRecord, Outcome, Rejected, SinkCapabilities, SinkConfig
+from spark_jobs.sinks.core import retrying
 from spark_jobs.sinks.rest import RestRequest, RestSink
 from spark_jobs.sinks.rest.responses import Reply
 from spark_jobs.sinks.rest.transport import connection_headers
@@ -163,22 +166,20 @@ class SaasSink(RestSink):
             self.close()
 
     def waited_out(self, ask: Callable[[], T]) -> T:
-        """``ask()``, its transient failures retried as the delivery core retries a batch (the default
-        delivery policy's attempts and backoff, a wait the vendor names honoured): for the requests
-        outside a batch, which no core retries."""
+        """``ask()``, its transient failures retried as the delivery core retries a batch
+        (:func:`spark_jobs.sinks.core.retrying` with the default delivery policy: its attempts and
+        backoff, a wait the vendor names honoured): for the requests outside a batch, which no core retries."""
         policy = DeliveryPolicy()
-        for attempt in range(1, policy.max_attempts + 1):
-            try:
-                return ask()
-            except RetryableError as exc:
-                if attempt == policy.max_attempts:
-                    raise DestinationUnreachableError(f"{self.name}: still failing after {attempt} attempts: "
-                                                      f"{exc}") from exc
-                backoff = min(policy.backoff_initial * 2 ** (attempt - 1), policy.backoff_max)
-                wait = min(exc.retry_after if exc.retry_after is not None else backoff, policy.backoff_max)
-                log.warning("%s: attempt %d failed (%s); trying again in %.1fs", self.name, attempt, exc, wait)
-                time.sleep(wait)
-        raise AssertionError("unreachable")
+
+        def warn(state: RetryCallState) -> None:
+            failure = state.outcome.exception() if state.outcome else None
+            log.warning("%s: attempt %d failed (%s); trying again", self.name, state.attempt_number, failure)
+
+        try:
+            return retrying(policy, warn)(ask)
+        except RetryableError as exc:
+            raise DestinationUnreachableError(f"{self.name}: still failing after {policy.max_attempts} attempts: "
+                                              f"{exc}") from exc
 
     def auxiliary_request(self, method: str, url: str, *, json_body: Any = None, data: bytes | None = None,
              headers: dict[str, str] | None = None, ok: Sequence[int] = (200,)) -> Any:

@@ -19,6 +19,7 @@ import time
 import pyarrow as pa
 import pytest
 
+from spark_jobs.contract.destinations import DeliveryPolicy
 from spark_jobs.errors import DestinationError, DestinationUnreachableError
 from tests_common.emulators.hubspot import HubSpotApi
 from tests_common.saas_sync import braze, change, hubspot, salesforce, sync
@@ -97,6 +98,18 @@ def test_a_5xx_on_salesforces_describe_is_retried(salesforce_api):
     done = sync(salesforce(api), TEXT_KEY, [change("upsert", {"Customer_Id__c": "c1"}, {"LastName": "x"})],
                 "upsert")
     assert done.stats["sent"] == 1 and api.find("Contact", "Customer_Id__c", "c1")
+
+
+def test_a_describe_that_keeps_failing_gives_up_after_the_policys_attempts_as_unreachable(salesforce_api):
+    """The requests outside a batch are retried by the core's schedule too, and give up as it does:
+    retryable, naming the attempts and the vendor's answer, with nothing sent."""
+    api = salesforce_api
+    api.respond(503, [{"errorCode": "SERVER_UNAVAILABLE", "message": "down for maintenance"}],
+                {"Retry-After": "0"}, times=None, path="describe")
+    attempts = DeliveryPolicy().max_attempts
+    with pytest.raises(DestinationUnreachableError, match=f"still failing after {attempts} attempts.*maintenance"):
+        sync(salesforce(api), TEXT_KEY, [change("upsert", {"Customer_Id__c": "c1"}, {"LastName": "x"})], "upsert")
+    assert len(api.requests_to("GET", "describe")) == attempts and not api.requests_to("PATCH", "composite")
 
 
 def test_salesforce_calls_go_to_the_instance_url_the_token_names(salesforce_api):
