@@ -301,11 +301,15 @@ def operations(value: Any) -> dict[str, RestOperation]:
         raise Invalid(f"a mapping of operations ({', '.join(REST_OPERATIONS)}) to their requests")
     built = {}
     for name, request in given.items():
+        where = f"The rest destination's {name} operation"
         try:
-            built[name] = _nested(RestOperation)(request)
-        except ConfigError as exc:
-            general = RestOperation.static_where()
-            raise ConfigError(f"The rest destination's {name} operation{str(exc).removeprefix(general)}") from None
+            built[name] = request if isinstance(request, RestOperation) else \
+                RestOperation.from_dict(mapping(request), where)
+        except ConfigError as exc:  # its own response options name themselves: name them under the operation
+            response = RestResponse.static_where()
+            if not str(exc).startswith(response):
+                raise
+            raise ConfigError(f"{where}'s response{str(exc).removeprefix(response)}") from None
     return built
 
 

@@ -64,6 +64,20 @@ def test_an_unknown_option_lists_the_known_ones(sink):
     assert "did you mean" not in message and all(repr(known) in message for known in MINIMAL[sink])
 
 
+@pytest.mark.parametrize("options, said", [
+    ({"operations": {"delete": {"method": "DELETE", "url": "/c", "bogus": 1}}},
+     "The rest destination's delete operation: unknown option(s) ['bogus']"),
+    ({"operations": {"delete": {"method": "DELETE", "url": "/c", "response": {"success": "ok"}}}},
+     "The rest destination's delete operation's response: success='ok' is not allowed"),
+    ({"operations": {"upsert": {"url": "/c"}}, "response": {"success": "ok"}},
+     "The rest destination's response: success='ok' is not allowed"),
+])
+def test_a_rest_option_inside_another_is_named_by_where_it_is(options, said):
+    with pytest.raises(ConfigError) as failure:
+        build("rest", **options)
+    assert str(failure.value).startswith(said), failure.value
+
+
 @pytest.mark.parametrize("sink", sorted(MINIMAL))
 def test_a_value_of_the_wrong_type_is_named(sink):
     name, value = WRONG_TYPES[sink]
