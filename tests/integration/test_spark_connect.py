@@ -127,7 +127,8 @@ def test_a_job_whose_server_is_killed_fails_in_bounded_time_and_its_retry_conver
         assert len(lost) == 1 and lost[0]["status"] == "failed", lost
         assert lost[0]["error"]["category"] == "infrastructure" and lost[0]["error"]["retryable"]
 
-        http_destination.reset()  # the killed attempt's batch may or may not have landed
+        http_destination.open_gate()  # the killed attempt's batch is held there until it opens
+        http_destination.reset()  # that batch may or may not have landed
         start_server(server.port)
         assert hook.run_job(spec)["status"] == "success"
         assert sorted(row["id"] for row in http_destination.rows()) == list(range(1, 51))
