@@ -103,12 +103,14 @@ def test_a_long_lived_server_keeps_no_python_process_per_job(spark_connect_serve
 
 
 def test_a_job_whose_server_is_killed_fails_in_bounded_time_and_its_retry_converges(
-        http_destination, tmp_path, monkeypatch):
+        spark_connect_server, http_destination, tmp_path, monkeypatch):
+    """The sync on a server of its own, killed mid-delivery; its change set is made on the run's warm
+    server (the same warehouse), so the server killed runs the sync alone."""
     timeout_s = 10
     monkeypatch.setenv("AIRFLOW__REVERSE_ETL__SPARK_CONNECT_TIMEOUT", str(timeout_s))
     with own_server() as server:
         monkeypatch.setenv("AIRFLOW_CONN_ARETL_KILLED_CONNECT", server.airflow_connection())
-        pipeline = ConnectPipeline(server.url, tmp_path, http_destination_spec(http_destination))
+        pipeline = ConnectPipeline(spark_connect_server.url, tmp_path, http_destination_spec(http_destination))
         spec = parse_spec({"warehouse": pipeline.warehouse, **pipeline.sync_spec(pipeline.changes(range(1, 51)))})
         hook = SparkJobHook(conn_id="aretl_killed_connect", warehouse=pipeline.warehouse)
         http_destination.hold_until_concurrent(1000, timeout=60)  # the sync's first batch waits here
