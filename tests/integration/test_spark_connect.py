@@ -94,10 +94,13 @@ def test_executors_import_the_shipped_job_library(connect_session):
 def test_a_long_lived_server_keeps_no_python_process_per_job(spark_connect_server, http_destination, tmp_path):
     # Spark 4.2 keeps a Python worker factory per Connect session (SPARK-54055): with its daemon, every
     # session that ran Python left a pyspark.daemon process behind (one more per sync, for good).
+    # Three syncs of one change set (the last commits it): each a session whose executors run Python, so
+    # three daemons left behind, before; a snapshot and a diff per sync would add no such session.
     pipeline = ConnectPipeline(spark_connect_server.url, tmp_path, http_destination_spec(http_destination))
-    for day in range(3):  # three syncs: three daemons left behind, before
-        pipeline.round(range(1, 11 + day))
-    assert sorted(row["id"] for row in http_destination.rows()) == list(range(1, 13))
+    changes = pipeline.changes(range(1, 11))
+    for attempt in range(3):
+        pipeline.ok({**pipeline.sync_spec(changes), "run_id": f"sync-{attempt}", "commit": attempt == 2})
+    assert sorted(row["id"] for row in http_destination.rows()) == list(range(1, 11))
     # at most the two task slots of the server's local[2] (another test's sync may be running)
     assert spark_connect_server.footprint().python_workers <= 2
 
