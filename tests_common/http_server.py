@@ -26,7 +26,7 @@ at once and drops the connection after the wait (``"lose_answer"``: applied, the
 back). ``times=None`` makes a fault permanent: it stays first in the queue until :meth:`HttpApi.cancel`
 or :meth:`HttpApi.clear_faults`. :meth:`HttpApi.hold_until_concurrent` holds every request until that
 many are held at once (proof of concurrency from the server's side, however slowly a loaded machine
-sends them).
+sends them), or until a held request has waited its timeout, or :meth:`HttpApi.open_gate`.
 
 Inspection: ``requests`` (every :class:`Request` with its reply; ``status`` None: dropped),
 ``request_count``, ``requests_to(method, path_regex)``, ``request_times()``, ``max_in_flight``,
@@ -204,6 +204,15 @@ class HttpApi:
             raise ValueError("n must be >= 1")
         with self.lock:
             self._gate = _Gate(n, timeout)
+
+    def open_gate(self) -> None:
+        """Let the requests held by :meth:`hold_until_concurrent` and every later one through now: for a
+        test whose client gave up on its held requests (a killed server's), so that the next client's
+        requests do not wait out the gate's timeout."""
+        with self._changed:
+            if self._gate is not None:
+                self._gate.open = True
+            self._changed.notify_all()
 
     def cancel(self, fault: Fault) -> None:
         with self.lock:

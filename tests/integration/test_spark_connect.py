@@ -94,21 +94,26 @@ def test_executors_import_the_shipped_job_library(connect_session):
 def test_a_long_lived_server_keeps_no_python_process_per_job(spark_connect_server, http_destination, tmp_path):
     # Spark 4.2 keeps a Python worker factory per Connect session (SPARK-54055): with its daemon, every
     # session that ran Python left a pyspark.daemon process behind (one more per sync, for good).
+    # Three syncs of one change set (the last commits it): each a session whose executors run Python, so
+    # three daemons left behind, before; a snapshot and a diff per sync would add no such session.
     pipeline = ConnectPipeline(spark_connect_server.url, tmp_path, http_destination_spec(http_destination))
-    for day in range(3):  # three syncs: three daemons left behind, before
-        pipeline.round(range(1, 11 + day))
-    assert sorted(row["id"] for row in http_destination.rows()) == list(range(1, 13))
+    changes = pipeline.changes(range(1, 11))
+    for attempt in range(3):
+        pipeline.ok({**pipeline.sync_spec(changes), "run_id": f"sync-{attempt}", "commit": attempt == 2})
+    assert sorted(row["id"] for row in http_destination.rows()) == list(range(1, 11))
     # at most the two task slots of the server's local[2] (another test's sync may be running)
     assert spark_connect_server.footprint().python_workers <= 2
 
 
 def test_a_job_whose_server_is_killed_fails_in_bounded_time_and_its_retry_converges(
-        http_destination, tmp_path, monkeypatch):
+        spark_connect_server, http_destination, tmp_path, monkeypatch):
+    """The sync on a server of its own, killed mid-delivery; its change set is made on the run's warm
+    server (the same warehouse), so the server killed runs the sync alone."""
     timeout_s = 10
     monkeypatch.setenv("AIRFLOW__REVERSE_ETL__SPARK_CONNECT_TIMEOUT", str(timeout_s))
     with own_server() as server:
         monkeypatch.setenv("AIRFLOW_CONN_ARETL_KILLED_CONNECT", server.airflow_connection())
-        pipeline = ConnectPipeline(server.url, tmp_path, http_destination_spec(http_destination))
+        pipeline = ConnectPipeline(spark_connect_server.url, tmp_path, http_destination_spec(http_destination))
         spec = parse_spec({"warehouse": pipeline.warehouse, **pipeline.sync_spec(pipeline.changes(range(1, 51)))})
         hook = SparkJobHook(conn_id="aretl_killed_connect", warehouse=pipeline.warehouse)
         http_destination.hold_until_concurrent(1000, timeout=60)  # the sync's first batch waits here
@@ -127,7 +132,8 @@ def test_a_job_whose_server_is_killed_fails_in_bounded_time_and_its_retry_conver
         assert len(lost) == 1 and lost[0]["status"] == "failed", lost
         assert lost[0]["error"]["category"] == "infrastructure" and lost[0]["error"]["retryable"]
 
-        http_destination.reset()  # the killed attempt's batch may or may not have landed
+        http_destination.open_gate()  # the killed attempt's batch is held there until it opens
+        http_destination.reset()  # that batch may or may not have landed
         start_server(server.port)
         assert hook.run_job(spec)["status"] == "success"
         assert sorted(row["id"] for row in http_destination.rows()) == list(range(1, 51))
