@@ -70,7 +70,8 @@ def composite_keys(types: tuple[str, ...]) -> list[tuple]:
 def states(keys: list[tuple], types: tuple[str, ...]) -> list[dict[tuple, tuple]]:
     """Three states, key -> (v, n): all keys; then a quarter deleted, a quarter updated and two new keys
     (one differing from the base in two columns); then the deleted keys back with other values, one new
-    key deleted again and the other updated."""
+    key deleted again and the other updated, and one key of the first state deleted (so a consumer that
+    skips the second state still has a delete to send)."""
     first = {k: (f"a{i}", i) for i, k in enumerate(keys)}
     base = keys[0]
     new = [tuple(TYPES[t][2][1] if j in (0, 1) else base[j] for j, t in enumerate(types)),
@@ -80,6 +81,7 @@ def states(keys: list[tuple], types: tuple[str, ...]) -> list[dict[tuple, tuple]
     third = {k: (f"c{i}", -i) if i % 4 == 3 else row for i, (k, row) in enumerate(second.items())}
     third.update({k: (f"back{i}", i) for i, k in enumerate(keys) if i % 4 == 1})
     del third[new[0]]
+    del third[keys[4]]  # unchanged in the second state
     third[new[1]] = ("new1-changed", 102)
     return [first, second, third]
 
@@ -246,7 +248,7 @@ def test_a_composite_key_of_every_type_on_every_path(lake, monkeypatch):
         if day == 2:
             net = {"insert": len(state.keys() - days[0].keys()), "delete": len(days[0].keys() - state.keys()),
                    "update": sum(state[k] != days[0][k] for k in state.keys() & days[0].keys())}
-            assert changes["counts"] == net
+            assert changes["counts"] == net and net["delete"] == 1  # the collapsed diff has a delete to send
         assert rows_of(lake.spark.read.format("delta").load(late["path"]).select(*KEY, "v", "n")) == \
             spark_rows(state)
         lake.job("widen", wide=wide, run_id=f"widen-{day}", logical_date=lake.date(day))
