@@ -2,7 +2,8 @@
 127.0.0.1 that keeps its objects in memory and refuses what the vendor refuses (design §8: an API
 that cannot run here is met through an emulator of its documented contract, itself tested).
 
-One module per vendor — :mod:`.salesforce`, :mod:`.hubspot`, :mod:`.braze` — each naming in its
+One module per vendor — :mod:`.salesforce` (a package), :mod:`.hubspot` (its properties' rules in
+:mod:`.hubspot_properties`, its object store in :mod:`.hubspot_objects`), :mod:`.braze` — each naming in its
 docstring the documentation every rule follows, with a fixture (``salesforce_api``, ``hubspot_api``,
 ``braze_api``: a fresh server per test) registered in tests/conftest.py. They are built on the one test server
 (:mod:`tests_common.http_server`: routing, the request record, injected faults), its credentials

@@ -92,19 +92,18 @@ Control API (Python, in the test process)
 
 from __future__ import annotations
 
-import itertools
 import random
 import time
 import uuid
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
 from tests_common.http_auth import Tokens
 from tests_common.emulators import holds
-from tests_common.emulators.hubspot_properties import Property, check_value, default_properties, normalised, stored
+from tests_common.emulators.hubspot_objects import HubSpotObjects, now_iso
+from tests_common.emulators.hubspot_properties import Property, check_value, normalised
 from tests_common.http_server import HttpApi, served
 from tests_common.http_wire import BadJson, Reply, Request
 from tests_common.rate_windows import RollingWindow
@@ -118,40 +117,9 @@ ALIASES = {"0-1": "contacts", "0-2": "companies", "0-3": "deals"}
 
 
 @dataclass
-class _Record:
-    id: str
-    properties: dict[str, str]
-    created: str
-    updated: str
-    archived: bool = False
-
-    def public(self, names: Sequence[str] | None = None, new: bool | None = None) -> dict[str, Any]:
-        props = self.properties if names is None else {n: self.properties.get(n) for n in names}
-        out = {"id": self.id, "properties": {**props, "hs_object_id": self.id}, "createdAt": self.created,
-               "updatedAt": self.updated, "archived": self.archived}
-        if new is not None:
-            out["new"] = new
-        return out
-
-
-@dataclass
 class _Rule:
     predicate: Callable[[dict[str, Any]], bool]
     message: str
-
-
-@dataclass
-class _Store:
-    schemas: dict[str, dict[str, Property]] = field(default_factory=default_properties)
-    records: dict[str, dict[str, _Record]] = field(default_factory=dict)
-    #: (object type, identifying property, value) -> live record: finding a record by a unique property
-    #: costs no scan (a benchmark upserts tens of thousands)
-    index: dict[tuple[str, str, str], _Record] = field(default_factory=dict)
-    ids: Iterator[int] = field(default_factory=lambda: itertools.count(1001))
-
-
-def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def error(status: int, message: str, category: str, **extra: Any) -> Reply:
@@ -170,7 +138,7 @@ class HubSpotApi(HttpApi):
         self.burst_limit, self.daily_limit, self.burst_window = burst_limit, daily_limit, burst_window
         self._random = random.Random(seed_random)
         self.retry_after_header = retry_after_header
-        self._store = _Store()
+        self._objects = HubSpotObjects()
         self.tokens = Tokens()  # private app tokens, each with its scopes (None: every scope)
         self._windows: dict[str, tuple[RollingWindow, RollingWindow]] = {}
         self._rules: list[_Rule] = []
@@ -191,11 +159,7 @@ class HubSpotApi(HttpApi):
     def define_property(self, object_type: str, name: str, type: str = "string", unique: bool = False,
                         options: Sequence[str] = (), read_only: bool = False) -> None:
         with self.lock:
-            self._store.schemas.setdefault(object_type, {})[name] = Property(name, type, unique, tuple(options),
-                                                                              read_only)
-            for record in self._store.records.get(object_type, {}).values():
-                if not record.archived:
-                    self._reindex(object_type, record)
+            self._objects.define(object_type, Property(name, type, unique, tuple(options), read_only))
 
     def reject(self, predicate: Callable[[dict[str, Any]], bool], message: str) -> None:
         """Refuse (as a validation error) every upsert input whose ``properties`` match."""
@@ -204,17 +168,18 @@ class HubSpotApi(HttpApi):
 
     def seed(self, object_type: str, rows: Sequence[dict[str, Any]]) -> list[str]:
         with self.lock:
-            return [self._create(object_type, {k: normalised(k, str(v)) for k, v in row.items()}).id for row in rows]
+            return [self._objects.create(object_type, {k: normalised(k, str(v)) for k, v in row.items()}).id
+                    for row in rows]
 
     def objects(self, object_type: str) -> dict[str, dict[str, str]]:
         """The live (not archived) records: record id -> properties."""
         with self.lock:
-            return {r.id: dict(r.properties) for r in self._store.records.get(object_type, {}).values()
-                    if not r.archived}
+            return {r.id: dict(r.properties) for r in self._objects.live(object_type)}
 
     def find(self, object_type: str, prop: str, value: str) -> dict[str, str] | None:
-        record = self._lookup(object_type, prop, value)
-        return None if record is None else dict(record.properties)
+        with self.lock:
+            record = self._objects.lookup(object_type, prop, value)
+            return None if record is None else dict(record.properties)
 
     def _shuffled(self, items: list[Any]) -> list[Any]:
         """Results in no guaranteed order (seeded)."""
@@ -288,7 +253,7 @@ class HubSpotApi(HttpApi):
     # -- endpoints ---------------------------------------------------------------------------------------
     def _schema(self, request: Request) -> tuple[str, dict[str, Property]] | Reply:
         kind = ALIASES.get(request.params["type"], request.params["type"])
-        schema = self._store.schemas.get(kind)
+        schema = self._objects.schemas.get(kind)
         if schema is None:
             return error(400, f"Unable to infer object type from: {request.params['type']}", "VALIDATION_ERROR")
         return kind, schema
@@ -340,10 +305,11 @@ class HubSpotApi(HttpApi):
                 first = next(iter(problems.values()))
                 return error(400, f"Property values were not valid: [{','.join(first)}]", "VALIDATION_ERROR",
                              errors=[{"message": m} for p in problems.values() for m in p])
-            started = _now_iso()
-            results = self._shuffled([self._apply(kind, item) for i, item in enumerate(inputs) if i not in problems])
+            started = now_iso()
+            results = self._shuffled([self._objects.upsert(kind, item) for i, item in enumerate(inputs)
+                                      if i not in problems])
         body: dict[str, Any] = {"status": "COMPLETE", "results": results, "startedAt": started,
-                                "completedAt": _now_iso()}
+                                "completedAt": now_iso()}
         if not problems:
             return Reply(200, body)
         body["numErrors"] = len(problems)
@@ -368,63 +334,6 @@ class HubSpotApi(HttpApi):
         problems += [r.message for r in self._rules if holds(r.predicate, properties)]
         return problems
 
-    def _apply(self, kind: str, item: dict[str, Any]) -> dict[str, Any]:
-        schema = self._store.schemas[kind]
-        values = {n: stored(schema[n], v) for n, v in item["properties"].items()}
-        values[item["idProperty"]] = normalised(item["idProperty"], item["id"])
-        record = self._lookup(kind, item["idProperty"], item["id"])
-        if record is None:
-            return self._create(kind, values).public(new=True)
-        self._unindex(kind, record)
-        for name, v in values.items():
-            if v == "":
-                record.properties.pop(name, None)
-            else:
-                record.properties[name] = v
-        record.updated = _now_iso()
-        self._reindex(kind, record)
-        return record.public(new=False)
-
-    def _create(self, kind: str, values: dict[str, str]) -> _Record:
-        now = _now_iso()
-        record = _Record(str(next(self._store.ids)), {k: v for k, v in values.items() if v != ""}, now, now)
-        record.properties.setdefault("createdate", now)
-        self._store.records.setdefault(kind, {})[record.id] = record
-        self._reindex(kind, record)
-        return record
-
-    def _identifying(self, kind: str) -> list[str]:
-        return [p.name for p in self._store.schemas.get(kind, {}).values() if p.identifies]
-
-    def _reindex(self, kind: str, record: _Record) -> None:
-        for prop in self._identifying(kind):
-            if prop in record.properties:
-                self._store.index[(kind, prop, record.properties[prop])] = record
-
-    def _unindex(self, kind: str, record: _Record) -> None:
-        for prop in self._identifying(kind):
-            self._store.index.pop((kind, prop, record.properties.get(prop, "")), None)
-
-    def _lookup(self, kind: str, prop: str, value: str) -> _Record | None:
-        """The live record whose ``prop`` matches ``value`` as HubSpot matches it (:func:`normalised`)."""
-        value = normalised(prop, value)
-        with self.lock:
-            if prop in self._identifying(kind):
-                return self._store.index.get((kind, prop, value))
-            return next((r for r in self._store.records.get(kind, {}).values()
-                         if not r.archived and r.properties.get(prop) == value), None)
-
-    def _by_any_email(self, kind: str, value: str) -> _Record | None:
-        """The contact whose email or one of whose secondary emails (``hs_additional_emails``) is
-        ``value``, case-insensitively: how HubSpot finds a contact by email."""
-        found = self._lookup(kind, "email", value)
-        if found is not None:
-            return found
-        wanted = normalised("email", value)
-        with self.lock:
-            return next((r for r in self._store.records.get(kind, {}).values() if not r.archived
-                         and wanted in r.properties.get("hs_additional_emails", "").split(";")), None)
-
     def _read(self, request: Request) -> Reply:
         batch = self._batch(request)
         if isinstance(batch, Reply):
@@ -437,17 +346,18 @@ class HubSpotApi(HttpApi):
             return error(400, f"idProperty {id_property!r} is not a property with unique values", "VALIDATION_ERROR")
         names = list(body.get("properties") or []) + [id_property]
         results, missing = [], []
-        for item in inputs:
-            value = str(item.get("id"))
-            record = (self._store.records.get(kind, {}).get(value) if id_property == "hs_object_id"
-                      else self._by_any_email(kind, value) if id_property == "email"
-                      else self._lookup(kind, id_property, value))
-            if record is None or record.archived:
-                missing.append(value)
-            else:
-                results.append(record.public(names))
-        out: dict[str, Any] = {"status": "COMPLETE", "results": self._shuffled(results), "startedAt": _now_iso(),
-                               "completedAt": _now_iso()}
+        with self.lock:
+            for item in inputs:
+                value = str(item.get("id"))
+                record = (self._objects.by_id(kind, value) if id_property == "hs_object_id"
+                          else self._objects.by_any_email(kind, value) if id_property == "email"
+                          else self._objects.lookup(kind, id_property, value))
+                if record is None:
+                    missing.append(value)
+                else:
+                    results.append(record.public(names))
+        out: dict[str, Any] = {"status": "COMPLETE", "results": self._shuffled(results), "startedAt": now_iso(),
+                               "completedAt": now_iso()}
         if not missing:
             return Reply(200, out)
         out.update(numErrors=1, errors=[{
@@ -467,10 +377,7 @@ class HubSpotApi(HttpApi):
             return error(400, f"Object IDs must be numeric; got {bad}", "VALIDATION_ERROR")
         with self.lock:
             for record_id in ids:
-                record = self._store.records.get(kind, {}).get(record_id)
-                if record is not None and not record.archived:
-                    record.archived = True
-                    self._unindex(kind, record)
+                self._objects.archive(kind, record_id)
         return Reply(204)
 
 
