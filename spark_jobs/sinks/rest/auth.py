@@ -62,12 +62,18 @@ class Authenticator:
         """Set what every request of ``session`` carries."""
         if self.kind == "basic":
             session.auth = (self.login or "", self.password or "")
-        elif self.kind == "bearer":
-            session.headers["Authorization"] = f"Bearer {self.password}"
-        elif self.kind == "api_key" and not self.auth.query:
-            session.headers[self.auth.header] = f"{self.auth.prefix}{self.password}"
-        elif self.kind == "api_key":
+        elif self.kind == "api_key" and self.auth.query:
             session.params = {self.auth.query: self.password}
+        session.headers.update(self.constant_headers())
+
+    def constant_headers(self) -> dict[str, str]:
+        """The credential headers every request carries (a bearer token, an API key's header); basic
+        auth's is built by the HTTP client, and an OAuth2 token's changes (:meth:`headers`)."""
+        if self.kind == "bearer":
+            return {"Authorization": f"Bearer {self.password}"}
+        if self.kind == "api_key" and not self.auth.query:
+            return {self.auth.header: f"{self.auth.prefix}{self.password}"}
+        return {}
 
     def headers(self) -> dict[str, str]:
         """The headers of the next request that change over time (the OAuth2 token)."""

@@ -114,11 +114,7 @@ class RestSink(Sink):
         """The headers every request carries (the options', the connection's extras, the credentials a
         header holds) are configuration: one a client cannot send fails the sync, naming it (never its
         value, which may be a secret)."""
-        constant = self._constant_headers()
-        if self.auth.kind == "bearer":
-            constant["Authorization"] = f"Bearer {self.config.password}"
-        elif self.auth.kind == "api_key" and not self.rest.auth.query:
-            constant[self.rest.auth.header] = f"{self.rest.auth.prefix}{self.config.password}"
+        constant = {**self._constant_headers(), **self.auth.constant_headers()}
         for name, value in constant.items():
             problem = header_problem(value)
             if problem:
