@@ -144,8 +144,7 @@ def in_executors(frame: DataFrame, sink_cls: type[Sink], config: SinkConfig, key
     frame = delivering_partitions(frame, delivery, sink_cls)
     if sink_cls.wants_json:
         frame = with_json(frame, key_fields, config.fields)
-    paced = replace(config, delivery=delivery.policy)  # the sinks pace their requests by the partition's share
-    deliver = partial(deliver_partition, make_sink=partial(sink_cls, paced), policy=delivery.policy,
+    deliver = partial(deliver_partition, make_sink=partial(sink_cls, config), policy=delivery.policy,
                       key_fields=key_fields, fields=config.fields)
     try:
         outcomes = frame.mapInArrow(deliver, OUTCOME_DDL).localCheckpoint(eager=True)
@@ -194,9 +193,8 @@ def on_driver(spark: SparkSession, frame: DataFrame, sink_cls: type[Sink], confi
     table = frame.limit(limit + 1).toArrow()
     if table.num_rows > limit:
         return None
-    paced = replace(config, delivery=delivery.policy)
     outcomes = pa.Table.from_batches(list(deliver_partition(
-        table.to_batches(), partial(sink_cls, paced), delivery.policy, key_fields, config.fields)))
+        table.to_batches(), partial(sink_cls, config), delivery.policy, key_fields, config.fields)))
     stats = Stats()
     stats.add(json.loads(outcomes.column("stats")[-1].as_py()))
     refused = outcomes.filter(pc.equal(outcomes.column("kind"), "reject")).select(list(REFUSED_COLUMNS))
@@ -241,6 +239,7 @@ def deliver_frame(spark: SparkSession, sink: Sink, frame: DataFrame, config: Sin
         stats = Stats()
         stats.add(sink.write_frame(spark, frame.drop("_key")))
         return stats, no_refusals(spark), "executors"  # one Spark write
+    config = replace(config, delivery=policy.policy)  # the sinks pace their requests by the partition's share
     delivered = on_driver(spark, frame, type(sink), config, key_fields, policy) if policy.on_driver else None
     if delivered is not None:
         return (*delivered, "driver")
